@@ -1,0 +1,80 @@
+"""EchoMQ: a reliable job queue on Redis/Valkey whose history outlives Redis memory.
+
+Every verb takes a connection explicitly; every failure raises a subclass of
+:class:`EchoMQError` named after its reason. See DESIGN.md for the states.
+"""
+
+from echomq import archive, cancel
+from echomq.errors import (
+    ArchiveError,
+    ChecksumMismatch,
+    ConnectionFailed,
+    EchoMQError,
+    InvalidArgument,
+    InvalidKey,
+    JobGone,
+    LaneNotNative,
+    LeaseHeld,
+    MissingSlice,
+    NotActive,
+    NotCancellable,
+    NotRemovable,
+    RemoteUnavailable,
+    StaleToken,
+)
+from echomq.jobs.lease import extend_lock, reap
+from echomq.jobs.settle import complete, complete_many, fail, release_many, remove_job
+from echomq.jobs.stalled import stalled_check
+from echomq.models import CancelVerdict, ClaimedJob, Counts, Job, JobState, StalledSweep
+from echomq.queue.admin import counts, dead_jobs, get_job, metrics, set_group_limit
+from echomq.queue.claim import claim
+from echomq.queue.connection import Connection, connect
+from echomq.queue.enqueue import add, add_many
+from echomq.queue.events import publish
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArchiveError",
+    "CancelVerdict",
+    "ChecksumMismatch",
+    "ClaimedJob",
+    "Connection",
+    "ConnectionFailed",
+    "Counts",
+    "EchoMQError",
+    "InvalidArgument",
+    "InvalidKey",
+    "Job",
+    "JobGone",
+    "JobState",
+    "LaneNotNative",
+    "LeaseHeld",
+    "MissingSlice",
+    "NotActive",
+    "NotCancellable",
+    "NotRemovable",
+    "RemoteUnavailable",
+    "StaleToken",
+    "StalledSweep",
+    "add",
+    "archive",
+    "add_many",
+    "cancel",
+    "claim",
+    "complete",
+    "complete_many",
+    "connect",
+    "counts",
+    "dead_jobs",
+    "extend_lock",
+    "fail",
+    "get_job",
+    "metrics",
+    "publish",
+    "reap",
+    "release_many",
+    "remove_job",
+    "set_group_limit",
+    "stalled_check",
+]

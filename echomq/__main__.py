@@ -1,0 +1,5 @@
+"""``python -m echomq``: the ``emq`` command."""
+
+from echomq.cli import main
+
+main()

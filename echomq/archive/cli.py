@@ -1,0 +1,254 @@
+"""``emq archive ...``: fold, status, audit, show, restore, verify (and declare).
+
+Every command takes the floor path and the remote's settings as options, each with an
+environment variable, so a deployment sets ``EMQ_FLOOR`` and ``EMQ_S3_*`` once. ``--json``
+prints machine-readable output (JSON lines for audits) for scripts.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from echomq.archive.declared import declare, declared_queues, undeclare
+from echomq.archive.driver import Driver, FoldReport
+from echomq.archive.entries import Outcome, iter_jsonl
+from echomq.archive.floor import Floor
+from echomq.archive.remote import S3Remote
+from echomq.archive.restore import restore, verify
+from echomq.errors import EchoMQError
+
+F = TypeVar("F", bound=Callable[..., Any])
+DEFAULT_FLOOR = "./.echomq/floor"
+
+
+def _floor_option(fn: F) -> F:
+    return click.option("--floor", "floor_path", default=DEFAULT_FLOOR, envvar="EMQ_FLOOR",
+                        show_default=True, help="The LMDB floor directory.")(fn)
+
+
+def _json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")(fn)
+
+
+def _remote_options(fn: F) -> F:
+    options = [
+        click.option("--bucket", envvar="EMQ_S3_BUCKET", help="S3 bucket (none: floor only)."),
+        click.option("--prefix", envvar="EMQ_S3_PREFIX", default="", help="Key prefix."),
+        click.option("--endpoint-url", envvar="EMQ_S3_ENDPOINT_URL",
+                     help="S3-compatible endpoint (SeaweedFS, Tigris); none for AWS."),
+        click.option("--region", envvar="EMQ_S3_REGION", help="Region (Tigris: auto)."),
+        click.option("--checksum", envvar="EMQ_S3_CHECKSUM", default="when_required",
+                     type=click.Choice(["when_required", "when_supported"]),
+                     help="boto3 request_checksum_calculation."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _url_option(fn: F) -> F:
+    return click.option("--url", envvar="EMQ_REDIS_URL",
+                        help="Redis/Valkey URL (default: the embedded server).")(fn)
+
+
+def _remote(bucket: str | None, prefix: str, endpoint_url: str | None, region: str | None,
+            checksum: str, required: bool = False) -> S3Remote | None:
+    if not bucket:
+        if required:
+            raise click.UsageError("this command needs --bucket (or EMQ_S3_BUCKET)")
+        return None
+    return S3Remote(bucket, prefix, endpoint_url=endpoint_url, region=region,
+                    request_checksum_calculation=checksum)
+
+
+def _connect(url: str | None) -> Any:
+    from echomq.queue.connection import connect
+
+    return connect(url)
+
+
+def _time(value: str | None) -> int | None:
+    """Milliseconds since the epoch, or an ISO 8601 time (naive means UTC)."""
+    if value is None:
+        return None
+    if value.lstrip("-").isdigit():
+        return int(value)
+    from echomq.archive.entries import to_ms
+
+    try:
+        return to_ms(datetime.fromisoformat(value))
+    except ValueError as exc:
+        raise click.BadParameter(f"{value!r} is neither ms nor an ISO 8601 time") from exc
+
+
+def _emit(as_json: bool, rows: list[dict[str, Any]], title: str) -> None:
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps(row, ensure_ascii=False, separators=(",", ":")))
+        return
+    table = Table(title=title)
+    if not rows:
+        Console().print(f"{title}: nothing")
+        return
+    for name in rows[0]:
+        table.add_column(name)
+    for row in rows:
+        table.add_row(*(str(v) for v in row.values()))
+    Console().print(table)
+
+
+def _guard(fn: Callable[[], None]) -> None:
+    try:
+        fn()
+    except EchoMQError as exc:
+        raise click.ClickException(f"{type(exc).__name__}: {exc}") from exc
+
+
+@click.group("archive")
+def archive() -> None:
+    """The outcome archive: fold streams into the floor and S3; audit and restore."""
+
+
+@archive.command("declare")
+@click.argument("queues", nargs=-1, required=True)
+@_url_option
+def declare_cmd(queues: tuple[str, ...], url: str | None) -> None:
+    """Record every outcome of QUEUES (dead-letters too) and archive their streams."""
+    conn = _connect(url)
+    for queue in queues:
+        _guard(lambda q=queue: declare(conn, q))
+
+
+@archive.command("undeclare")
+@click.argument("queues", nargs=-1, required=True)
+@_url_option
+def undeclare_cmd(queues: tuple[str, ...], url: str | None) -> None:
+    """Stop archiving QUEUES (nothing archived is removed)."""
+    conn = _connect(url)
+    for queue in queues:
+        _guard(lambda q=queue: undeclare(conn, q))
+
+
+@archive.command("fold")
+@click.argument("queues", nargs=-1)
+@_url_option
+@_floor_option
+@_remote_options
+@click.option("--slice-count", default=5000, show_default=True)
+@_json_option
+def fold_cmd(queues: tuple[str, ...], url: str | None, floor_path: str, bucket: str | None,
+             prefix: str, endpoint_url: str | None, region: str | None, checksum: str,
+             slice_count: int, as_json: bool) -> None:
+    """Fold QUEUES (default: every declared queue) into the floor and the remote."""
+    conn = _connect(url)
+    remote = _remote(bucket, prefix, endpoint_url, region, checksum)
+    reports: list[FoldReport] = []
+
+    def run() -> None:
+        driver = Driver(conn, floor_path, remote, slice_count=slice_count)
+        try:
+            for queue in queues or tuple(declared_queues(conn)):
+                try:
+                    reports.append(driver.fold(queue))
+                except EchoMQError as exc:
+                    reports.append(getattr(exc, "report", FoldReport(queue, error=repr(exc))))
+        finally:
+            driver.close()
+
+    _guard(run)
+    _emit(as_json, [r.to_dict() for r in reports], "fold")
+    if any(r.error for r in reports):
+        sys.exit(1)
+
+
+@archive.command("status")
+@click.argument("queues", nargs=-1)
+@_floor_option
+@_json_option
+def status_cmd(queues: tuple[str, ...], floor_path: str, as_json: bool) -> None:
+    """What the floor holds per queue: checkpoint, counts, slices not yet uploaded."""
+    with Floor(floor_path) as floor:
+        rows = [floor.status(q).to_dict() for q in (queues or tuple(floor.queues()))]
+    _emit(as_json, rows, f"floor {floor_path}")
+
+
+@archive.command("audit")
+@click.argument("queue")
+@click.option("--outcome", type=click.Choice([o.value for o in Outcome]))
+@click.option("--since", help="ms since the epoch or ISO 8601 (inclusive).")
+@click.option("--until", help="ms since the epoch or ISO 8601 (exclusive).")
+@click.option("--limit", type=int)
+@click.option("--quarantine", is_flag=True, help="Also list malformed entries.")
+@_floor_option
+@_json_option
+def audit_cmd(queue: str, outcome: str | None, since: str | None, until: str | None,
+              limit: int | None, quarantine: bool, floor_path: str, as_json: bool) -> None:
+    """Every archived outcome of QUEUE in a time range, oldest first."""
+    with Floor(floor_path) as floor:
+        found = floor.audit(queue, outcome, _time(since), _time(until), limit)
+        kept = floor.quarantined(queue) if quarantine else []
+    if as_json:
+        for line in iter_jsonl([*found, *kept]):
+            click.echo(line)
+        return
+    _emit(False, [e.to_dict() for e in found], f"{queue}: {outcome or 'all'} outcomes")
+    if quarantine:
+        _emit(False, [q.to_dict() for q in kept], f"{queue}: quarantined")
+
+
+@archive.command("show")
+@click.argument("queue")
+@click.argument("job")
+@_floor_option
+@_json_option
+def show_cmd(queue: str, job: str, floor_path: str, as_json: bool) -> None:
+    """What happened to JOB of QUEUE: every archived outcome, oldest first."""
+    with Floor(floor_path) as floor:
+        rows = [e.to_dict() for e in floor.history(queue, job)]
+    _emit(as_json, rows, f"{queue} job {job}")
+    if not rows:
+        sys.exit(1)
+
+
+@archive.command("restore")
+@click.option("--queue", "queues", multiple=True, help="Only these queues (repeatable).")
+@_floor_option
+@_remote_options
+@_json_option
+def restore_cmd(queues: tuple[str, ...], floor_path: str, bucket: str | None, prefix: str,
+                endpoint_url: str | None, region: str | None, checksum: str,
+                as_json: bool) -> None:
+    """Rebuild the floor from the remote alone, verified (resumes when interrupted)."""
+    remote = _remote(bucket, prefix, endpoint_url, region, checksum, required=True)
+    assert remote is not None
+    out: dict[str, Any] = {}
+    _guard(lambda: out.update(restore(remote, floor_path, list(queues) or None,
+                                      progress=None if not as_json else False)))
+    _emit(as_json, [r.to_dict() for r in out.values()], "restore")
+
+
+@archive.command("verify")
+@click.option("--queue", "queues", multiple=True, help="Only these queues (repeatable).")
+@_remote_options
+@_json_option
+def verify_cmd(queues: tuple[str, ...], bucket: str | None, prefix: str,
+               endpoint_url: str | None, region: str | None, checksum: str,
+               as_json: bool) -> None:
+    """Check every slice's checksum and that each queue's chain has no gap."""
+    remote = _remote(bucket, prefix, endpoint_url, region, checksum, required=True)
+    assert remote is not None
+    out: dict[str, Any] = {}
+    _guard(lambda: out.update(verify(remote, list(queues) or None,
+                                     progress=None if not as_json else False)))
+    _emit(as_json, [r.to_dict() for r in out.values()], "verify")
+
+
+archive_cli = archive

@@ -1,0 +1,271 @@
+"""The fold driver: stream -> floor -> remote -> trim, one slice at a time.
+
+For each slice, in this order: read it after the floor's checkpoint (``XRANGE`` with an
+exclusive start), commit it to the floor with the checkpoint advance (one LMDB
+transaction), upload it as one create-only object and advance the remote's manifest, and
+only then trim the stream up to the slice's last id. Trimming never passes what is in the
+floor and, with a remote, in the remote too. Each step is idempotent, so a crash anywhere
+(see ``CRASH_POINTS``) is repaired by the next fold: first it uploads what the floor
+holds but the remote lacks, then trims what is safely in both.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from echomq.archive.declared import client, declared_queues, is_declared
+from echomq.archive.entries import entry_line, id_after, id_lt
+from echomq.archive.floor import Floor
+from echomq.archive.lease import FoldLease, NotDeclared
+from echomq.archive.remote import Manifest, ManifestConflict, Remote
+from echomq.archive.restore import pull
+from echomq.archive.slices import ZERO_ID, RawItem, SliceContent, build_slice, decode_slice
+from echomq.errors import ArchiveError, InvalidArgument
+from echomq.queue.keys import Keys
+
+log = logging.getLogger(__name__)
+
+CRASH_POINTS = ("after_floor_commit", "during_upload", "before_manifest", "after_upload",
+                "before_trim", "after_trim")
+"""Where ``hook(name)`` is called; tests kill the driver at each to prove convergence."""
+
+
+class RemoteConflict(ArchiveError):
+    """The remote's history and this floor's disagree; nothing is overwritten or trimmed."""
+
+
+@dataclass(frozen=True, slots=True)
+class FoldReport:
+    """What one fold did. ``entries`` counts every new stream entry, quarantined included."""
+
+    queue: str
+    entries: int = 0
+    quarantined: int = 0
+    slices: int = 0
+    uploaded: int = 0
+    pulled: int = 0
+    trimmed: int = 0
+    checkpoint: str = ZERO_ID
+    seconds: float = 0.0
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+class _Tally:
+    def __init__(self, queue: str) -> None:
+        self.queue = queue
+        self.counts = dict.fromkeys(("entries", "quarantined", "slices", "uploaded", "pulled",
+                                     "trimmed"), 0)
+        self.started = time.perf_counter()
+
+    def freeze(self, checkpoint: str, error: str | None = None) -> FoldReport:
+        return FoldReport(self.queue, **self.counts, checkpoint=checkpoint,
+                          seconds=time.perf_counter() - self.started, error=error)
+
+
+class Driver:
+    """Folds declared outcome streams into a floor (and a remote, when given).
+
+    ``slice_count`` and ``slice_bytes`` bound one slice (its object and its LMDB
+    transaction). ``lease_ms`` is the fold lease; with ``wait_ms`` > 0 a held lease is
+    waited for, otherwise :class:`~echomq.errors.LeaseHeld` is raised at once.
+    """
+
+    def __init__(
+        self,
+        conn: object,
+        floor: Floor | str | os.PathLike[str],
+        remote: Remote | None = None,
+        *,
+        slice_count: int = 5000,
+        slice_bytes: int = 8 * 1024 * 1024,
+        lease_ms: int = 30_000,
+        wait_ms: int = 0,
+        hook: Callable[[str], None] | None = None,
+        compress_level: int = 1,
+    ) -> None:
+        for name, value in (("slice_count", slice_count), ("slice_bytes", slice_bytes),
+                            ("lease_ms", lease_ms)):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise InvalidArgument(f"{name} must be a positive integer, got {value!r}")
+        self.redis = client(conn)
+        self._owns_floor = not isinstance(floor, Floor)
+        self.floor = floor if isinstance(floor, Floor) else Floor(floor)
+        self.remote = remote
+        self.slice_count = slice_count
+        self.slice_bytes = slice_bytes
+        self.lease_ms = lease_ms
+        self.wait_ms = wait_ms
+        self.hook = hook
+        self.compress_level = compress_level
+
+    def close(self) -> None:
+        if self._owns_floor:
+            self.floor.close()
+
+    def _at(self, point: str) -> None:
+        if self.hook is not None:
+            self.hook(point)
+
+    # -- the fold -------------------------------------------------------------------------
+
+    def fold(self, queue: str) -> FoldReport:
+        """Fold everything in ``queue``'s stream at the call, slice by slice.
+
+        Raises ``NotDeclared`` for an undeclared stream, ``LeaseHeld`` when another
+        driver folds it, and ``RemoteUnavailable`` (after the floor commit stands and
+        with nothing unsafe trimmed) when the object store keeps failing. The exception
+        carries the partial report as ``.report``.
+        """
+        keys = Keys(queue)
+        if not is_declared(self.redis, queue):
+            raise NotDeclared(f"the outcome stream of {queue!r} is not declared; "
+                              "declare it before archiving (it is never trimmed otherwise)")
+        tally = _Tally(queue)
+        lease = FoldLease(self.redis, queue, self.lease_ms, self.wait_ms).acquire()
+        try:
+            tail = self.redis.xrevrange(keys.completions, count=1)
+            end = tail[0][0] if tail else None
+            manifest = self._sync(queue, lease, tally) if self.remote is not None else None
+            self._trim(queue, lease, tally)
+            while end is not None:
+                checkpoint = self.floor.checkpoint(queue)
+                if not id_lt(checkpoint, end):
+                    break
+                lease.renew()
+                content = self._read_slice(keys, queue, checkpoint, end)
+                if content is None:
+                    break
+                self._commit(content, tally)
+                if self.remote is not None:
+                    manifest = self._upload(content, manifest, lease, tally)
+                self._trim(queue, lease, tally)
+        except ArchiveError as exc:
+            exc.report = tally.freeze(self.floor.checkpoint(queue), repr(exc))  # type: ignore[attr-defined]
+            raise
+        finally:
+            lease.release()
+        return tally.freeze(self.floor.checkpoint(queue))
+
+    def _read_slice(self, keys: Keys, queue: str, after: str, end: str) -> SliceContent | None:
+        raw = self.redis.xrange(keys.completions, min=f"({after}", max=end,
+                                count=self.slice_count)
+        items: list[RawItem] = []
+        size = 0
+        for sid, fields in raw:
+            line = entry_line(sid, fields)
+            size += len(line) + 1
+            if items and size > self.slice_bytes:
+                break
+            items.append((sid, fields, line))
+        if not items:
+            return None
+        return build_slice(queue, after, items, self.compress_level)
+
+    def _commit(self, content: SliceContent, tally: _Tally) -> None:
+        added = self.floor.commit_slice(content, uploaded=False,
+                                        keep_bytes=self.remote is not None)
+        if added is not None:
+            tally.counts["slices"] += 1
+            tally.counts["entries"] += added[0] + added[1]
+            tally.counts["quarantined"] += added[1]
+        self._at("after_floor_commit")
+
+    # -- the remote -----------------------------------------------------------------------
+
+    def _sync(self, queue: str, lease: FoldLease, tally: _Tally) -> Manifest | None:
+        """Upload what an earlier fold committed but did not upload; catch up if behind."""
+        assert self.remote is not None
+        manifest = self.remote.read_manifest(queue)
+        for meta in self.floor.pending_slices(queue):
+            content = decode_slice(self.floor.slice_bytes(meta), meta.ref)
+            manifest = self._upload(content, manifest, lease, tally)
+        if manifest is not None and id_lt(self.floor.checkpoint(queue), manifest.head):
+            lease.renew()
+            slices, _ = pull(self.remote, self.floor, queue)
+            tally.counts["pulled"] += slices
+        return manifest
+
+    def _upload(self, content: SliceContent, manifest: Manifest | None, lease: FoldLease,
+                tally: _Tally) -> Manifest | None:
+        """Put one slice and advance the manifest over it; then mark it uploaded."""
+        assert self.remote is not None
+        meta = content.meta
+        lease.renew()
+        self._at("during_upload")
+        for _ in range(3):  # re-read the manifest when another writer moved it
+            head = manifest.head if manifest is not None else ZERO_ID
+            if head == meta.prev:
+                if manifest is None:
+                    self._check_unmanifested(content)
+                self.remote.put_slice(content)
+                self._at("before_manifest")
+                new = Manifest(meta.queue, meta.last, (manifest.slices if manifest else 0) + 1,
+                               (manifest.entries if manifest else 0) + meta.count)
+                try:
+                    manifest = self.remote.write_manifest(new, manifest)
+                except ManifestConflict:
+                    manifest = self.remote.read_manifest(meta.queue)
+                    continue
+            elif not id_lt(head, meta.last) and self.remote.has_slice(content):
+                pass  # uploaded before a crash, and the manifest already covers it
+            else:
+                raise RemoteConflict(
+                    f"{self.remote.address(meta.name)}: the remote's manifest for "
+                    f"{meta.queue!r} is at {head}, but this floor's next unuploaded slice "
+                    f"follows {meta.prev}; nothing is trimmed. Rebuild this floor with "
+                    "restore, or point the driver at its own remote prefix."
+                )
+            self.floor.mark_uploaded(meta)
+            tally.counts["uploaded"] += 1
+            self._at("after_upload")
+            return manifest
+        raise RemoteConflict(f"the manifest of {meta.queue!r} keeps moving; another driver "
+                             "is uploading without the lease")
+
+    def _check_unmanifested(self, content: SliceContent) -> None:
+        """No manifest yet: refuse if the remote already holds other slices of the queue."""
+        assert self.remote is not None
+        others = [r for r in self.remote.list_slices(content.meta.queue)
+                  if r != content.meta.ref]
+        if others:
+            raise RemoteConflict(
+                f"{self.remote.address(others[0].name)} exists but the queue has no "
+                "manifest; refusing to start a second history over it (verify the remote)"
+            )
+
+    # -- the trim -------------------------------------------------------------------------
+
+    def _trim(self, queue: str, lease: FoldLease, tally: _Tally) -> None:
+        safe = self.floor.safe_trim_point(queue, with_remote=self.remote is not None)
+        if safe == ZERO_ID:
+            return
+        self._at("before_trim")
+        tally.counts["trimmed"] += lease.trim(id_after(safe))
+        self.floor.record_trim(queue, safe)
+        self._at("after_trim")
+
+
+def fold_declared(conn: object, floor: Floor | str | os.PathLike[str],
+                  remote: Remote | None = None, **options: object) -> dict[str, FoldReport]:
+    """Fold every declared queue once (the scheduler's job). A queue that fails is
+    reported with ``error`` set and the others still fold."""
+    driver = Driver(conn, floor, remote, **options)  # type: ignore[arg-type]
+    reports: dict[str, FoldReport] = {}
+    try:
+        for queue in declared_queues(conn):
+            try:
+                reports[queue] = driver.fold(queue)
+            except ArchiveError as exc:
+                log.warning("archive fold of %r failed: %s", queue, exc)
+                reports[queue] = getattr(exc, "report", None) or FoldReport(queue,
+                                                                             error=repr(exc))
+        return reports
+    finally:
+        driver.close()

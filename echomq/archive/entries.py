@@ -1,0 +1,218 @@
+"""Archived outcomes: one stream entry, parsed once, or quarantined when it is malformed.
+
+The queue's Lua writes each settled outcome to ``emq:{q}:completions`` with the fields
+``job``, ``outcome``, ``result``, ``attempts``, ``at`` and, when known, ``created_at``.
+Parsing is strict about what audit queries rely on (job, outcome, attempts, settle time)
+and lenient about the rest: anything else is kept verbatim in ``extra``. An entry that
+fails the strict part is never dropped; it is quarantined with its raw fields.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import IO, Any
+
+from echomq.errors import InvalidArgument, InvalidKey
+from echomq.queue.keys import check_name
+
+_INT = re.compile(r"-?[0-9]+\Z")
+_STREAM_ID = re.compile(r"([0-9]+)-([0-9]+)\Z")
+_KNOWN = frozenset({"job", "outcome", "result", "attempts", "at", "created_at"})
+MAX_U64 = 2**64 - 1
+
+
+class Outcome(StrEnum):
+    """How a job settled: the three outcomes the stream records."""
+
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+    DEAD = "dead"
+
+
+def parse_stream_id(value: str) -> tuple[int, int]:
+    """``"ms-seq"`` as two integers; a bare ``"ms"`` means ``ms-0``."""
+    match = _STREAM_ID.match(value)
+    if match is None:
+        if value.isdigit():
+            return int(value), 0
+        raise InvalidArgument(f"not a stream id: {value!r}")
+    ms, seq = int(match.group(1)), int(match.group(2))
+    if ms > MAX_U64 or seq > MAX_U64:
+        raise InvalidArgument(f"stream id out of range: {value!r}")
+    return ms, seq
+
+
+def id_key(value: str) -> bytes:
+    """16 bytes whose byte order is the stream's order (big-endian ms, then seq)."""
+    ms, seq = parse_stream_id(value)
+    return ms.to_bytes(8, "big") + seq.to_bytes(8, "big")
+
+
+def id_from_key(raw: bytes) -> str:
+    return f"{int.from_bytes(raw[:8], 'big')}-{int.from_bytes(raw[8:16], 'big')}"
+
+
+def id_after(value: str) -> str:
+    """The smallest id greater than ``value``: the ``XTRIM MINID`` that removes ``value``."""
+    ms, seq = parse_stream_id(value)
+    if seq == MAX_U64:
+        return f"{ms + 1}-0"
+    return f"{ms}-{seq + 1}"
+
+
+def id_lt(a: str, b: str) -> bool:
+    return parse_stream_id(a) < parse_stream_id(b)
+
+
+def to_ms(value: int | float | datetime | None) -> int | None:
+    """Milliseconds since the epoch from ms or a datetime (naive means UTC)."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return int(value.timestamp() * 1000)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(f"a time must be ms since the epoch or a datetime, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True, slots=True)
+class ArchivedEntry:
+    """One settled outcome as the archive keeps it; ``at`` is ms on the server clock."""
+
+    stream_id: str
+    queue: str
+    job_id: str
+    outcome: Outcome
+    result: str
+    attempts: int
+    at: int
+    created_at: int | None = None
+    extra: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def at_datetime(self) -> datetime:
+        return datetime.fromtimestamp(self.at / 1000, tz=UTC)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "stream_id": self.stream_id,
+            "queue": self.queue,
+            "job_id": self.job_id,
+            "outcome": self.outcome.value,
+            "result": self.result,
+            "attempts": self.attempts,
+            "at": self.at,
+            "created_at": self.created_at,
+        }
+        if self.extra:
+            out["extra"] = dict(self.extra)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class QuarantinedEntry:
+    """A malformed stream entry, kept verbatim so nothing recorded is ever lost."""
+
+    stream_id: str
+    queue: str
+    fields: tuple[tuple[str, str], ...]
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stream_id": self.stream_id,
+            "queue": self.queue,
+            "fields": dict(self.fields),
+            "reason": self.reason,
+        }
+
+
+def malformed_reason(fields: Mapping[str, str]) -> str | None:
+    """Why an entry cannot be archived as an outcome, or ``None`` when it can."""
+    job = fields.get("job")
+    if not job:
+        return "missing job"
+    try:
+        check_name(job, "job id")
+    except InvalidKey as exc:
+        return str(exc)
+    outcome = fields.get("outcome")
+    if outcome is None:
+        return "missing outcome"
+    if outcome not in Outcome._value2member_map_:
+        return f"unknown outcome {outcome!r}"
+    for name in ("attempts", "at"):
+        value = fields.get(name)
+        if value is None or not _INT.match(value):
+            return f"{name} is not an integer: {value!r}"
+    if int(fields["at"]) < 0 or int(fields["at"]) > MAX_U64:
+        return f"at is out of range: {fields['at']!r}"
+    return None
+
+
+def parse_entry(
+    queue: str, stream_id: str, fields: Mapping[str, str]
+) -> ArchivedEntry | QuarantinedEntry:
+    """Parse one raw stream entry; malformed ones come back quarantined, never raised."""
+    reason = malformed_reason(fields)
+    if reason is not None:
+        return QuarantinedEntry(stream_id, queue, tuple(fields.items()), reason)
+    created = fields.get("created_at")
+    created_at = int(created) if created is not None and _INT.match(created) else None
+    extra = tuple((k, v) for k, v in fields.items() if k not in _KNOWN)
+    if created is not None and created_at is None:
+        extra += (("created_at", created),)  # kept verbatim: not an integer
+    return ArchivedEntry(
+        stream_id=stream_id,
+        queue=queue,
+        job_id=fields["job"],
+        outcome=Outcome(fields["outcome"]),
+        result=fields.get("result", ""),
+        attempts=int(fields["attempts"]),
+        at=int(fields["at"]),
+        created_at=created_at,
+        extra=extra,
+    )
+
+
+def entry_line(stream_id: str, fields: Mapping[str, str]) -> bytes:
+    """The canonical bytes of one raw entry: the slice line and the floor's stored value."""
+    return json.dumps(
+        {"id": stream_id, "fields": fields}, ensure_ascii=False, separators=(",", ":")
+    ).encode()
+
+
+def parse_line(line: bytes) -> tuple[str, dict[str, str]]:
+    """Inverse of :func:`entry_line`; raises ``ValueError`` on anything else."""
+    obj = json.loads(line)
+    if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
+        raise ValueError("an entry line needs an id")
+    fields = obj.get("fields")
+    if not isinstance(fields, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in fields.items()
+    ):
+        raise ValueError("an entry line needs string fields")
+    parse_stream_id(obj["id"])
+    return obj["id"], fields
+
+
+def write_jsonl(items: Iterable[ArchivedEntry | QuarantinedEntry], out: IO[str]) -> int:
+    """Write one JSON object per line (audit exports); returns how many were written."""
+    count = 0
+    for item in items:
+        out.write(json.dumps(item.to_dict(), ensure_ascii=False, separators=(",", ":")))
+        out.write("\n")
+        count += 1
+    return count
+
+
+def iter_jsonl(items: Iterable[ArchivedEntry | QuarantinedEntry]) -> Iterator[str]:
+    for item in items:
+        yield json.dumps(item.to_dict(), ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,22 @@
+--[[ trim-3: trim the archived head of a declared outcome stream, fenced by the lease.
+
+  KEYS[1] the lease key (emq:{q}:archive-lease)
+  KEYS[2] the outcome stream (emq:{q}:completions)
+  KEYS[3] the queue's meta hash (emq:{q}:meta)
+  ARGV[1] our token   ARGV[2] MINID: entries below it are in the floor (and remote)
+  ARGV[3] lease length, ms (renewed on success)
+
+  Replies:
+    n >= 0  entries removed
+   -1       lease lost: nothing trimmed
+   -2       the stream is not declared: nothing trimmed
+]]
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return -1
+end
+if redis.call('HGET', KEYS[3], 'stream') ~= '1' then
+  return -2
+end
+local removed = redis.call('XTRIM', KEYS[2], 'MINID', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return removed

@@ -1,0 +1,175 @@
+"""The slice: the unit the driver folds, uploads as one object, and restore reads back.
+
+Bytes are deterministic (same entries, same bytes): a JSON header line, then one
+canonical JSON line per raw stream entry, gzip-compressed with ``mtime=0``. The object
+name carries the first and last stream ids and ``prev`` (the last id of the slice before,
+``0-0`` for the first) in fixed-width digits, so listing a queue's slices in name order is
+listing history in order, and a missing slice shows as a broken ``prev`` link without
+downloading anything.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import re
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from echomq.archive.entries import id_lt, parse_line, parse_stream_id
+from echomq.errors import ChecksumMismatch, InvalidArgument
+
+FORMAT = "emq-slice/1"
+ZERO_ID = "0-0"
+SUFFIX = ".jsonl.gz"
+_WIDE_ID = r"([0-9]{20})-([0-9]{20})"
+_NAME = re.compile(rf"(?P<queue>[^/]+)/slices/{_WIDE_ID}_{_WIDE_ID}_{_WIDE_ID}\.jsonl\.gz\Z")
+
+RawItem = tuple[str, Mapping[str, str], bytes]
+"""One raw entry: stream id, its fields, and its canonical line (see ``entry_line``)."""
+
+
+class SliceCorrupt(ChecksumMismatch):
+    """A slice object's bytes are not the slice its name and checksum promise."""
+
+
+def wide_id(value: str) -> str:
+    ms, seq = parse_stream_id(value)
+    return f"{ms:020d}-{seq:020d}"
+
+
+def slice_name(queue: str, first: str, last: str, prev: str) -> str:
+    """``{queue}/slices/{first}_{last}_{prev}.jsonl.gz`` (relative to the remote's prefix)."""
+    return f"{queue}/slices/{wide_id(first)}_{wide_id(last)}_{wide_id(prev)}{SUFFIX}"
+
+
+@dataclass(frozen=True, slots=True)
+class SliceRef:
+    """What an object name says about a slice."""
+
+    queue: str
+    first: str
+    last: str
+    prev: str
+
+    @property
+    def name(self) -> str:
+        return slice_name(self.queue, self.first, self.last, self.prev)
+
+    def sort_key(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        return parse_stream_id(self.first), parse_stream_id(self.last)
+
+
+@dataclass(frozen=True, slots=True)
+class SliceMeta:
+    """A slice's header plus the checksum and size of its object bytes."""
+
+    queue: str
+    first: str
+    last: str
+    prev: str
+    count: int
+    sha256: str
+    size: int
+
+    @property
+    def name(self) -> str:
+        return slice_name(self.queue, self.first, self.last, self.prev)
+
+    @property
+    def ref(self) -> SliceRef:
+        return SliceRef(self.queue, self.first, self.last, self.prev)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "queue": self.queue, "first": self.first, "last": self.last, "prev": self.prev,
+            "count": self.count, "sha256": self.sha256, "size": self.size,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, object]) -> SliceMeta:
+        return cls(
+            queue=str(obj["queue"]), first=str(obj["first"]), last=str(obj["last"]),
+            prev=str(obj["prev"]), count=int(obj["count"]),  # type: ignore[call-overload]
+            sha256=str(obj["sha256"]), size=int(obj["size"]),  # type: ignore[call-overload]
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SliceContent:
+    """A slice with its object bytes and its raw entries."""
+
+    meta: SliceMeta
+    data: bytes
+    items: Sequence[RawItem]
+
+
+def parse_slice_name(name: str) -> SliceRef:
+    """The slice an object name (relative to the prefix) denotes; ``ValueError`` if none."""
+    match = _NAME.search(name)
+    if match is None or not (match.start() == 0 or name[match.start() - 1] == "/"):
+        raise ValueError(f"not a slice object name: {name!r}")
+    g = match.groups()
+    ids = [f"{int(g[i])}-{int(g[i + 1])}" for i in (1, 3, 5)]
+    return SliceRef(match.group("queue"), ids[0], ids[1], ids[2])
+
+
+def _header(queue: str, first: str, last: str, prev: str, count: int) -> bytes:
+    head = {"format": FORMAT, "queue": queue, "first": first, "last": last, "prev": prev,
+            "count": count}
+    return json.dumps(head, separators=(",", ":")).encode()
+
+
+def build_slice(queue: str, prev: str, items: Sequence[RawItem], level: int = 1) -> SliceContent:
+    """Encode ``items`` (in stream order, all after ``prev``) as one slice object."""
+    if not items:
+        raise InvalidArgument("a slice needs at least one entry")
+    first, last = items[0][0], items[-1][0]
+    if not id_lt(prev, first):
+        raise InvalidArgument(f"slice starting at {first} must come after prev {prev}")
+    body = b"\n".join([_header(queue, first, last, prev, len(items))] + [i[2] for i in items])
+    data = gzip.compress(body + b"\n", compresslevel=level, mtime=0)
+    meta = SliceMeta(queue, first, last, prev, len(items), hashlib.sha256(data).hexdigest(),
+                     len(data))
+    return SliceContent(meta, data, items)
+
+
+def decode_slice(data: bytes, ref: SliceRef | None = None, where: str = "") -> SliceContent:
+    """Decode and check a slice object: gzip, header, order, count, and the name's ids.
+
+    Anything wrong raises :class:`SliceCorrupt` naming ``where`` (the object's address).
+    """
+    label = where or (ref.name if ref else "slice")
+    try:
+        text = gzip.decompress(data)
+        lines = text.split(b"\n")
+        if lines[-1] != b"":
+            raise ValueError("the last line is not terminated")
+        head = json.loads(lines[0])
+        if head.get("format") != FORMAT:
+            raise ValueError(f"unknown format {head.get('format')!r}")
+        queue, first, last, prev = (str(head[k]) for k in ("queue", "first", "last", "prev"))
+        count = int(head["count"])
+        body = lines[1:-1]
+        if len(body) != count:
+            raise ValueError(f"header says {count} entries, body has {len(body)}")
+        items: list[RawItem] = []
+        previous = prev
+        for line in body:
+            sid, fields = parse_line(line)
+            if not id_lt(previous, sid):
+                raise ValueError(f"entry {sid} is out of order after {previous}")
+            items.append((sid, fields, line))
+            previous = sid
+        if not items or items[0][0] != first or items[-1][0] != last:
+            raise ValueError("the header's first/last ids do not match the entries")
+        if ref is not None and (ref.queue, ref.first, ref.last, ref.prev) != (
+            queue, first, last, prev,
+        ):
+            raise ValueError("the header does not match the object name")
+    except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError) as exc:
+        raise SliceCorrupt(f"{label}: corrupt slice object ({exc})") from exc
+    meta = SliceMeta(queue, first, last, prev, count, hashlib.sha256(data).hexdigest(), len(data))
+    return SliceContent(meta, data, items)

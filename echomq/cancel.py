@@ -1,0 +1,23 @@
+"""``echomq.cancel``: cooperative cancel tokens and cancel-by-id (see echomq.jobs.cancel)."""
+
+from echomq.jobs.cancel import (
+    Cancelled,
+    CancelledError,
+    CancelToken,
+    cancel,
+    check,
+    check_or_raise,
+    new,
+    request,
+)
+
+__all__ = [
+    "CancelToken",
+    "Cancelled",
+    "CancelledError",
+    "cancel",
+    "check",
+    "check_or_raise",
+    "new",
+    "request",
+]

@@ -1,0 +1,105 @@
+"""What a handler sees (``JobContext``) and how its answer becomes an outcome.
+
+Runs on the handler's own thread: the outcome (result JSON, or the traceback's
+last lines) is computed there, so the Consumer's loop only ships it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+from echomq.errors import InvalidArgument, JobGone, NotActive, StaleToken
+from echomq.jobs import cancel as cancel_tokens
+from echomq.jobs.lease import extend_lock
+from echomq.jobs.settle import cancelled_result, error_text, result_text
+from echomq.models import CancelVerdict
+
+if TYPE_CHECKING:
+    from echomq.queue.connection import Connection
+
+LEASE_LOST = (StaleToken, NotActive, JobGone)
+_UNDECODED = object()
+
+
+class JobContext:
+    """The ``job`` a handler receives."""
+
+    __slots__ = (
+        "id", "attempts", "cancel_token", "queue", "_conn", "_lease_ms", "_raw", "_payload",
+    )
+
+    def __init__(
+        self, conn: Connection, queue: str, job_id: str, token: int, raw_payload: str,
+        lease_ms: int,
+    ) -> None:
+        self.id = job_id
+        self._raw = raw_payload
+        self._payload: Any = _UNDECODED
+        self.attempts = token
+        self.cancel_token = cancel_tokens.new()
+        self.queue = queue
+        self._conn = conn
+        self._lease_ms = lease_ms
+
+    @property
+    def payload(self) -> Any:
+        """The job's payload, decoded from JSON on first use (on the handler's thread)."""
+        if self._payload is _UNDECODED:
+            self._payload = json.loads(self._raw)
+        return self._payload
+
+    @property
+    def token(self) -> int:
+        """The fencing token this holder claimed with (equal to ``attempts``)."""
+        return self.attempts
+
+    def checkpoint(self, lease_ms: int | None = None) -> None:
+        """Extend this job's lease to server time + ``lease_ms`` (default: the Consumer's).
+
+        Raises ``StaleToken``, ``NotActive`` or ``JobGone`` when the lease is lost,
+        so the handler stops: another worker may already hold the job.
+        """
+        extend_lock(self._conn, self.queue, self.id, self.attempts, lease_ms or self._lease_ms)
+
+    def cancelled(self) -> bool:
+        """True once a cancel reached this job (a shortcut for ``cancel.check``)."""
+        return cancel_tokens.check(self.cancel_token) is not None
+
+    def __repr__(self) -> str:
+        return f"<JobContext {self.queue}/{self.id} attempt {self.attempts}>"
+
+
+Kind = Literal["completed", "cancelled", "failed", "lost"]
+
+
+class Outcome:
+    """How one run ended: the kind, and the result or error text to store."""
+
+    __slots__ = ("job", "kind", "text")
+
+    def __init__(self, job: JobContext, kind: Kind, text: str) -> None:
+        self.job = job
+        self.kind = kind
+        self.text = text
+
+
+def execute(handler: Callable[[JobContext], Any], job: JobContext) -> Outcome:
+    """Run the handler once and classify its answer; never raises."""
+    try:
+        value = handler(job)
+    except cancel_tokens.CancelledError as exc:
+        return Outcome(job, "cancelled", cancelled_result(exc.reason))
+    except LEASE_LOST as exc:
+        return Outcome(job, "lost", str(exc))
+    except BaseException as exc:  # noqa: BLE001 - a handler's failure is the job's, not ours
+        return Outcome(job, "failed", error_text(exc))
+    if value is None:
+        return Outcome(job, "completed", "null")
+    if isinstance(value, CancelVerdict):
+        return Outcome(job, "cancelled", cancelled_result(value.reason))
+    try:
+        return Outcome(job, "completed", result_text(value))
+    except InvalidArgument as exc:
+        return Outcome(job, "failed", f"InvalidArgument: {exc}")

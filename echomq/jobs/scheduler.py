@@ -1,0 +1,116 @@
+"""Scheduled batch jobs on APScheduler 3: the stalled sweep and the archive fold.
+
+One ``BatchScheduler`` runs any number of interval jobs in a background thread:
+a stalled sweep per queue and, when configured, a fold of every declared stream.
+Each job runs at most one instance at a time (``max_instances=1``) and missed
+runs are coalesced into one, so a slow pass never piles up behind itself. Two
+schedulers on the same queue are safe: each lapsed id leaves the active set in
+exactly one atomic sweep, so no stall is counted twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from echomq.jobs.stalled import (
+    DEFAULT_INTERVAL_MS,
+    DEFAULT_LIMIT,
+    DEFAULT_MAX_STALLED,
+    stalled_check,
+)
+from echomq.models import StalledSweep
+from echomq.queue import validate
+from echomq.queue.connection import Connection
+from echomq.queue.keys import check_name
+
+log = logging.getLogger("echomq.scheduler")
+
+DEFAULT_FOLD_INTERVAL_MS = 60_000
+
+
+class BatchScheduler:
+    """Periodic sweeps and folds; ``start()`` returns at once, ``stop()`` waits for a
+    running pass to finish."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self._scheduler = BackgroundScheduler(
+            timezone=UTC,
+            job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None},
+        )
+        self.sweeps: dict[str, StalledSweep] = {}
+        """The last pass's answer per queue, for status reporting."""
+        self.passes = 0
+        self._lock = threading.Lock()
+
+    def add_sweep(
+        self,
+        queues: str | Iterable[str],
+        *,
+        interval_ms: int = DEFAULT_INTERVAL_MS,
+        max_stalled: int = DEFAULT_MAX_STALLED,
+        limit: int = DEFAULT_LIMIT,
+    ) -> None:
+        """Sweep each queue for stalled jobs every ``interval_ms``."""
+        validate.positive_int(interval_ms, "interval_ms")
+        validate.positive_int(max_stalled, "max_stalled")
+        validate.positive_int(limit, "limit")
+        for queue in [queues] if isinstance(queues, str) else list(queues):
+            check_name(queue, "queue name")
+            self._add(f"sweep:{queue}", interval_ms, self.sweep_once, queue, max_stalled, limit)
+
+    def add_fold(self, fold: Callable[[], Any], *, interval_ms: int = DEFAULT_FOLD_INTERVAL_MS,
+                 name: str = "fold") -> None:
+        """Run ``fold()`` (for example ``echomq.archive.fold_declared`` bound to a
+        floor and remote) every ``interval_ms``."""
+        validate.positive_int(interval_ms, "interval_ms")
+        self._add(name, interval_ms, self._guarded, name, fold)
+
+    def _add(self, job_id: str, interval_ms: int, func: Callable[..., Any], *args: Any) -> None:
+        self._scheduler.add_job(
+            func, "interval", args=args, id=job_id, replace_existing=True,
+            seconds=interval_ms / 1000, next_run_time=datetime.now(UTC),
+        )
+
+    def sweep_once(self, queue: str, max_stalled: int, limit: int) -> StalledSweep | None:
+        """One sweep pass; a failure is logged and the next pass tries again."""
+        try:
+            sweep = stalled_check(self.conn, queue, max_stalled, limit)
+        except Exception as exc:  # the server may be restarting; the next pass retries
+            log.warning("stalled sweep of %r failed: %s", queue, exc)
+            return None
+        with self._lock:
+            self.sweeps[queue] = sweep
+            self.passes += 1
+        if sweep.recovered or sweep.dead:
+            log.info("stalled sweep of %r: recovered %s, dead-lettered %s",
+                     queue, sweep.recovered, sweep.dead)
+        return sweep
+
+    def _guarded(self, name: str, fold: Callable[[], Any]) -> None:
+        try:
+            report = fold()
+        except Exception as exc:  # the next pass retries; nothing was trimmed that is not safe
+            log.warning("%s failed: %s", name, exc)
+            return
+        log.info("%s: %s", name, report)
+
+    def start(self) -> BatchScheduler:
+        self._scheduler.start()
+        return self
+
+    def stop(self, wait: bool = True) -> None:
+        if self._scheduler.running:
+            self._scheduler.shutdown(wait=wait)
+
+    def __enter__(self) -> BatchScheduler:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,56 @@
+"""Reads and settings an operator uses: get_job, counts, group limits, metrics."""
+
+from __future__ import annotations
+
+from echomq.models import Counts, Job
+from echomq.queue import validate
+from echomq.queue.connection import Connection
+from echomq.queue.keys import Keys, check_name
+
+
+def get_job(conn: Connection, queue: str, job_id: str) -> Job | None:
+    row = conn.redis.hgetall(Keys(queue).job(job_id))
+    return Job.from_row(job_id, row) if row else None
+
+
+def counts(conn: Connection, queue: str) -> Counts:
+    """Jobs per state; pending includes every group's lane."""
+    keys = Keys(queue)
+    pipe = conn.redis.pipeline(transaction=False)
+    for key in (keys.pending, keys.scheduled, keys.active, keys.completed, keys.dead):
+        pipe.zcard(key)
+    pipe.smembers(keys.base + "groups")
+    pending, scheduled, active, completed, dead, groups = pipe.execute()
+    if groups:
+        pipe = conn.redis.pipeline(transaction=False)
+        for group in groups:
+            pipe.zcard(keys.lane(group))
+        pending += sum(pipe.execute())
+    return Counts(pending, scheduled, active, completed, dead)
+
+
+def set_group_limit(conn: Connection, queue: str, group: str, limit: int) -> None:
+    """How many jobs of ``group`` may be active at once (1 when never set).
+
+    Takes effect at the next claim: a raised limit lets the group's waiting jobs run
+    without waiting for a held one to settle.
+    """
+    validate.positive_int(limit, "limit")
+    keys = Keys(queue)
+    conn.executor.run(
+        "group_limit", [keys.glimits], [keys.base, check_name(group, "group"), limit]
+    )
+
+
+def metrics(conn: Connection, queue: str) -> dict[str, int]:
+    keys = Keys(queue)
+    pipe = conn.redis.pipeline(transaction=False)
+    for name in ("completed", "failed"):
+        pipe.hget(keys.metric(name), "count")
+    completed, failed = pipe.execute()
+    return {"completed": int(completed or 0), "failed": int(failed or 0)}
+
+
+def dead_jobs(conn: Connection, queue: str, limit: int = 100) -> list[str]:
+    validate.positive_int(limit, "limit")
+    return list(conn.redis.zrange(Keys(queue).dead, 0, limit - 1))

@@ -1,0 +1,40 @@
+"""claim: up to ``count`` jobs under one lease, in ONE round trip."""
+
+from __future__ import annotations
+
+import json
+
+from echomq.errors import InvalidArgument
+from echomq.models import ClaimedJob
+from echomq.queue import validate
+from echomq.queue.connection import Connection
+from echomq.queue.keys import Keys
+
+DEFAULT_LEASE_MS = 30_000
+MAX_CLAIM = 1000
+"""Jobs per claim call: one script never holds the server for long."""
+
+
+def claim(
+    conn: Connection, queue: str, lease_ms: int = DEFAULT_LEASE_MS, count: int = 1
+) -> list[ClaimedJob]:
+    """Promote due scheduled jobs, then claim up to ``count``.
+
+    Each claim increments the row's ``attempts``, which is the job's fencing token,
+    and scores the active set at server ``TIME`` + ``lease_ms``: the score is the lease.
+    """
+    validate.positive_int(lease_ms, "lease_ms")
+    validate.positive_int(count, "count")
+    if count > MAX_CLAIM:
+        raise InvalidArgument(f"count must be at most {MAX_CLAIM}, got {count}")
+    keys = Keys(queue)
+    flat = conn.executor.run(
+        "claim", [keys.pending, keys.scheduled, keys.active], [keys.base, lease_ms, count]
+    )
+    if not flat:
+        return []
+    deadline = int(flat[0])
+    return [
+        ClaimedJob(flat[i], int(flat[i + 1]), json.loads(flat[i + 2]), deadline)
+        for i in range(1, len(flat), 3)
+    ]

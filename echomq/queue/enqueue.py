@@ -1,0 +1,92 @@
+"""add and add_many: jobs in, one round trip per batch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from echomq.errors import InvalidArgument
+from echomq.queue import validate
+from echomq.queue.connection import Connection
+from echomq.queue.keys import Keys, check_name
+
+DEFAULT_MAX_ATTEMPTS = 3
+BATCH = 1000
+"""Jobs per add call in add_many: large enough to amortise the round trip,
+small enough that one script never blocks the server for long."""
+
+
+def _options(
+    delay_ms: int, priority: int, max_attempts: int, group: str | None, name: str | None
+) -> list[str | int]:
+    validate.non_negative_int(delay_ms, "delay_ms")
+    validate.priority(priority)
+    validate.positive_int(max_attempts, "max_attempts")
+    if group is not None:
+        check_name(group, "group")
+    if name is not None and not isinstance(name, str):
+        raise InvalidArgument("name must be a str")
+    return [delay_ms, priority, max_attempts, group or "", name or ""]
+
+
+def add(
+    conn: Connection,
+    queue: str,
+    payload: Any,
+    *,
+    job_id: str | None = None,
+    delay_ms: int = 0,
+    priority: int = 0,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    group: str | None = None,
+    name: str | None = None,
+) -> str:
+    """Enqueue one job and return its id.
+
+    With ``job_id`` the add is idempotent: if that id exists, its id is returned
+    and nothing changes. ``delay_ms`` > 0 schedules it; a lower ``priority`` runs
+    first (0 is the most urgent); ``group`` puts it in that group's lane.
+    """
+    keys = Keys(queue)
+    if job_id is not None:
+        keys.job(job_id)  # the gate, before the wire
+    options = _options(delay_ms, priority, max_attempts, group, name)
+    body = validate.payload_json(payload, conn.payload_limit)
+    ids = conn.executor.run(
+        "add", [keys.pending, keys.scheduled], [keys.base, *options, job_id or "", body]
+    )
+    return str(ids[0])
+
+
+def add_many(
+    conn: Connection,
+    queue: str,
+    payloads: Iterable[Any],
+    *,
+    job_ids: Iterable[str] | None = None,
+    delay_ms: int = 0,
+    priority: int = 0,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    group: str | None = None,
+    name: str | None = None,
+) -> list[str]:
+    """Enqueue many jobs with the same options, one round trip per ``BATCH`` jobs.
+
+    Every payload is checked before the first batch is sent, so a bad one adds nothing.
+    """
+    keys = Keys(queue)
+    options = _options(delay_ms, priority, max_attempts, group, name)
+    bodies = [validate.payload_json(p, conn.payload_limit) for p in payloads]
+    ids_in = list(job_ids) if job_ids is not None else None
+    for job_id in ids_in or ():
+        keys.job(job_id)  # the gate, before the wire
+    if ids_in is not None and len(ids_in) != len(bodies):
+        raise InvalidArgument("job_ids and payloads must have the same length")
+    out: list[str] = []
+    for start in range(0, len(bodies), BATCH):
+        args: list[str | int] = [keys.base, *options]
+        for offset, body in enumerate(bodies[start : start + BATCH]):
+            args.append(ids_in[start + offset] if ids_in else "")
+            args.append(body)
+        out.extend(str(i) for i in conn.executor.run("add", [keys.pending, keys.scheduled], args))
+    return out

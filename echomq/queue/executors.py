@@ -1,0 +1,172 @@
+"""Two executors, one transition: EVALSHA scripts and the Redis Functions library.
+
+Both take a transition name, its keys and its arguments, and return the same
+reply; both map error replies through :mod:`echomq.queue.replies`. Everything
+above this module is unaware which one runs.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from echomq.errors import ConnectionFailed
+from echomq.queue import registry
+from echomq.queue.replies import translate
+
+if TYPE_CHECKING:
+    from echomq.queue.connection import Connection
+
+Arg = str | int | bytes
+Call = tuple[str, list[str], list[Arg]]
+"""A transition name, its keys and its arguments."""
+
+
+class Executor:
+    """Runs one transition atomically on the server."""
+
+    name = "base"
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
+    def run(self, transition: str, keys: list[str], args: list[Arg]) -> Any:
+        try:
+            return self._run(registry.transitions()[transition], keys, args)
+        except redis.ResponseError as exc:
+            mapped = translate(exc)
+            if mapped is not None:
+                raise mapped from exc
+            raise
+        except redis.ConnectionError as exc:
+            url = self.client.connection_pool.connection_kwargs
+            raise ConnectionFailed(f"lost the server ({url.get('host', url)}): {exc}") from exc
+
+    def _run(self, t: registry.Transition, keys: list[str], args: list[Arg]) -> Any:
+        raise NotImplementedError
+
+    def run_many(self, calls: list[Call]) -> list[Any]:
+        """Run several transitions in ONE round trip (a pipeline, not a transaction).
+
+        Each call is atomic on its own; the answer holds, per call, its reply or the
+        exception it raised (an ``EchoMQError`` where the reply table knows it). A
+        call the server refused as unknown (NOSCRIPT, function not found) did
+        nothing, so exactly those are loaded and sent again.
+        """
+        if not calls:
+            return []
+        table = registry.transitions()
+        try:
+            replies = self._pipeline([(table[n], k, a) for n, k, a in calls])
+            missing = [i for i, r in enumerate(replies) if self._is_missing(r)]
+            if missing:
+                self._load_missing()
+                again = self._pipeline([(table[calls[i][0]], *calls[i][1:]) for i in missing])
+                for i, reply in zip(missing, again, strict=True):
+                    replies[i] = reply
+        except redis.ConnectionError as exc:
+            raise ConnectionFailed(f"lost the server: {exc}") from exc
+        out: list[Any] = []
+        for reply in replies:
+            if isinstance(reply, redis.ResponseError):
+                out.append(translate(reply) or reply)
+            else:
+                out.append(reply)
+        return out
+
+    def _pipeline(self, calls: list[tuple[registry.Transition, list[str], list[Arg]]]) -> list[Any]:
+        pipe = self.client.pipeline(transaction=False)
+        for t, keys, args in calls:
+            self._queue(pipe, t, keys, args)
+        return list(pipe.execute(raise_on_error=False))
+
+    def _queue(self, pipe: Any, t: registry.Transition, keys: list[str], args: list[Arg]) -> None:
+        raise NotImplementedError
+
+    def _is_missing(self, reply: object) -> bool:
+        raise NotImplementedError
+
+    def _load_missing(self) -> None:
+        raise NotImplementedError
+
+
+class ScriptsExecutor(Executor):
+    """EVALSHA first; on NOSCRIPT (a flush, a restart, a failover) load and retry once."""
+
+    name = "scripts"
+
+    def _run(self, t: registry.Transition, keys: list[str], args: list[Arg]) -> Any:
+        try:
+            return self.client.evalsha(t.sha, len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:
+            self.client.script_load(t.script)
+            return self.client.evalsha(t.sha, len(keys), *keys, *args)
+
+    def _queue(self, pipe: Any, t: registry.Transition, keys: list[str], args: list[Arg]) -> None:
+        pipe.evalsha(t.sha, len(keys), *keys, *args)
+
+    def _is_missing(self, reply: object) -> bool:
+        return isinstance(reply, redis.exceptions.NoScriptError)
+
+    def _load_missing(self) -> None:
+        for t in registry.transitions().values():
+            self.client.script_load(t.script)
+
+
+class FunctionsExecutor(Executor):
+    """FCALL into the ``echomq`` library, loaded once per server run with a version check.
+
+    Functions survive a restart when the server persists, and replicate; when
+    the library is missing or older, it is (re)loaded and the call retried once.
+    """
+
+    name = "functions"
+
+    def __init__(self, client: redis.Redis) -> None:
+        super().__init__(client)
+        self._checked = False
+        self._lock = threading.Lock()
+
+    def ensure_library(self, force: bool = False) -> None:
+        with self._lock:
+            if self._checked and not force:
+                return
+            code, version = registry.library()
+            try:
+                current = self.client.fcall("emq_version", 0)
+            except redis.ResponseError:
+                current = None
+            if current != version:
+                self.client.function_load(code, replace=True)
+            self._checked = True
+
+    def _run(self, t: registry.Transition, keys: list[str], args: list[Arg]) -> Any:
+        self.ensure_library()
+        try:
+            return self.client.fcall(t.function, len(keys), *keys, *args)
+        except redis.ResponseError as exc:
+            if "function not found" not in str(exc).lower():
+                raise
+            self.ensure_library(force=True)
+            return self.client.fcall(t.function, len(keys), *keys, *args)
+
+    def _pipeline(self, calls: list[tuple[registry.Transition, list[str], list[Arg]]]) -> list[Any]:
+        self.ensure_library()
+        return super()._pipeline(calls)
+
+    def _queue(self, pipe: Any, t: registry.Transition, keys: list[str], args: list[Arg]) -> None:
+        pipe.fcall(t.function, len(keys), *keys, *args)
+
+    def _is_missing(self, reply: object) -> bool:
+        return isinstance(reply, redis.ResponseError) and "function not found" in str(reply).lower()
+
+    def _load_missing(self) -> None:
+        self.ensure_library(force=True)
+
+
+def make_executor(conn: Connection) -> Executor:
+    if conn.executor_name == "functions":
+        return FunctionsExecutor(conn.redis)
+    return ScriptsExecutor(conn.redis)

@@ -1,0 +1,125 @@
+"""The key builder: the only place that formats ``emq:{q}:...`` keys.
+
+Every key of queue ``q`` carries the hash tag ``{q}``, so a queue lives in one
+cluster slot and one Lua call may touch all of its keys. Names are gated here,
+before anything reaches the wire: a name that could break the layout or the
+hash tag is refused with :class:`~echomq.errors.InvalidKey`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+
+from echomq.errors import InvalidKey
+
+MAX_NAME_LENGTH = 200
+PREFIX = "emq"
+# Printable, no whitespace, none of the characters that shape the layout, and no
+# control character (C0, DEL and the C1 range).
+_FORBIDDEN = re.compile(r"[{}:\s\x00-\x1f\x7f-\x9f]")
+
+DECLARED_SET = f"{PREFIX}:declared"
+"""Every queue whose outcome stream is declared for archiving (one global set)."""
+
+
+def check_name(value: object, what: str = "name") -> str:
+    """Return ``value`` if it is a usable queue name or job id, else raise ``InvalidKey``."""
+    if not isinstance(value, str):
+        raise InvalidKey(f"{what} must be a str, got {type(value).__name__}")
+    if not value:
+        raise InvalidKey(f"{what} must not be empty")
+    if len(value) > MAX_NAME_LENGTH:
+        raise InvalidKey(f"{what} is {len(value)} characters; the limit is {MAX_NAME_LENGTH}")
+    bad = _FORBIDDEN.search(value)
+    if bad:
+        raise InvalidKey(
+            f"{what} {value!r} contains {bad.group()!r}; braces, colons, whitespace "
+            "and control characters are not allowed"
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class Keys:
+    """All key names of one queue."""
+
+    queue: str
+
+    def __post_init__(self) -> None:
+        check_name(self.queue, "queue name")
+
+    @cached_property
+    def base(self) -> str:
+        """``emq:{q}:``: the prefix the Lua scripts extend for rows, metrics and lanes."""
+        return f"{PREFIX}:{{{self.queue}}}:"
+
+    def job(self, job_id: str) -> str:
+        return self.base + "job:" + check_name(job_id, "job id")
+
+    def metric(self, name: str) -> str:
+        return self.base + "metrics:" + check_name(name, "metric name")
+
+    def lane(self, group: str) -> str:
+        return self.base + "lane:" + check_name(group, "group")
+
+    def _key(self, suffix: str) -> str:
+        return self.base + suffix
+
+    @cached_property
+    def pending(self) -> str:
+        return self._key("pending")
+
+    @cached_property
+    def scheduled(self) -> str:
+        return self._key("scheduled")
+
+    @cached_property
+    def active(self) -> str:
+        return self._key("active")
+
+    @cached_property
+    def dead(self) -> str:
+        return self._key("dead")
+
+    @cached_property
+    def completed(self) -> str:
+        return self._key("completed")
+
+    @cached_property
+    def events(self) -> str:
+        return self._key("events")
+
+    @cached_property
+    def completions(self) -> str:
+        return self._key("completions")
+
+    @cached_property
+    def gactive(self) -> str:
+        return self._key("gactive")
+
+    @cached_property
+    def glimits(self) -> str:
+        return self._key("glimits")
+
+    @cached_property
+    def ring(self) -> str:
+        return self._key("ring")
+
+    @cached_property
+    def seq(self) -> str:
+        return self._key("seq")
+
+    @cached_property
+    def meta(self) -> str:
+        """Queue settings: ``record`` (the outcome stream is declared) and friends."""
+        return self._key("meta")
+
+    @cached_property
+    def archive_lease(self) -> str:
+        return self._key("archive-lease")
+
+
+def keys_for(queue: str) -> Keys:
+    return Keys(queue)

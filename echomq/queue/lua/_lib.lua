@@ -1,0 +1,73 @@
+--[[ Shared helpers, prepended once to every script and once to the functions library.
+  EMQ_NATIVE (set by the loader just above this file) is true inside the functions
+  library and false for EVALSHA scripts: it switches on the native twins' extras.
+  Nothing here writes unless called. ]]
+
+-- milliseconds on the SERVER clock, so workers whose clocks disagree agree on leases
+local function emq_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- the server's run id: a lease stamped with it is known to belong to this server run
+local function emq_run_id()
+  return string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+end
+
+-- a positive integer given as a string, or nil
+local function emq_posint(s)
+  if type(s) ~= 'string' or not string.match(s, '^[1-9]%d*$') or #s > 15 then return nil end
+  return tonumber(s)
+end
+
+-- a group's concurrency limit (glimits hash; 1 when unset)
+local function emq_group_limit(p, g)
+  return tonumber(redis.call('HGET', p .. 'glimits', g) or '1')
+end
+
+-- the ring holds a group while its lane has jobs and it is below its limit
+local function emq_ring_offer(p, g)
+  if redis.call('ZCARD', p .. 'lane:' .. g) == 0 then return end
+  local act = tonumber(redis.call('HGET', p .. 'gactive', g) or '0')
+  if act >= emq_group_limit(p, g) then return end
+  if redis.call('LPOS', p .. 'ring', g) then return end
+  redis.call('RPUSH', p .. 'ring', g)
+end
+
+-- a grouped job left active: give back its lane's slot (the seed's HINCRBY -1)
+local function emq_release_slot(p, g)
+  local act = redis.call('HINCRBY', p .. 'gactive', g, -1)
+  if act <= 0 then redis.call('HDEL', p .. 'gactive', g) end
+  emq_ring_offer(p, g)
+end
+
+-- make an id claimable: the pending set, or its lane (and the ring) when grouped
+local function emq_make_pending(p, id, score, g)
+  if g then
+    redis.call('ZADD', p .. 'lane:' .. g, score, id)
+    emq_ring_offer(p, g)
+  else
+    redis.call('ZADD', p .. 'pending', score, id)
+  end
+end
+
+-- the pending score: lower priority first, FIFO within a priority (seq < 2^43)
+local function emq_score(priority, seq)
+  return tonumber(priority) * 8796093022208 + tonumber(seq)
+end
+
+-- is this call recording outcomes? `force` is the caller's '1', else the declared stream
+local function emq_recording(p, force)
+  return force == '1' or redis.call('HGET', p .. 'meta', 'stream') == '1'
+end
+
+-- append one outcome to the outcome stream, inside the settling call
+local function emq_record(p, id, outcome, result, attempts, now, created)
+  if created then
+    redis.call('XADD', p .. 'completions', '*', 'job', id, 'outcome', outcome,
+      'result', result, 'attempts', attempts or '0', 'at', now, 'created_at', created)
+  else
+    redis.call('XADD', p .. 'completions', '*', 'job', id, 'outcome', outcome,
+      'result', result, 'attempts', attempts or '0', 'at', now)
+  end
+end

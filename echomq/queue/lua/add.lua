@@ -1,0 +1,51 @@
+--[[ add: enqueue one or more jobs in one call.
+  KEYS[1] pending   KEYS[2] scheduled
+  ARGV[1] queue base (emq:{q}:)   ARGV[2] delay ms   ARGV[3] priority (0..1023)
+  ARGV[4] max_attempts   ARGV[5] group ('' = none)   ARGV[6] name ('' = none)
+  ARGV[7..] pairs of (job id or '' for a generated one, payload JSON)
+  Returns: the list of ids, one per pair. A given id whose row exists is returned
+  as it is and nothing about it changes (idempotent add). ]]
+local p = ARGV[1]
+local delay = tonumber(ARGV[2])
+local priority = ARGV[3]
+local g = ARGV[5]
+if g == '' then g = nil end
+local now = emq_now()
+local ids = {}
+local pending_was_empty = redis.call('ZCARD', KEYS[1]) == 0
+for i = 7, #ARGV, 2 do
+  local id = ARGV[i]
+  local fresh = true
+  if id == '' then
+    repeat
+      id = tostring(redis.call('INCR', p .. 'id'))
+    until redis.call('EXISTS', p .. 'job:' .. id) == 0
+  elseif redis.call('EXISTS', p .. 'job:' .. id) == 1 then
+    fresh = false
+  end
+  if fresh then
+    local jk = p .. 'job:' .. id
+    local seq = redis.call('INCR', p .. 'seq')
+    local state = 'pending'
+    if delay > 0 then state = 'scheduled' end
+    redis.call('HSET', jk, 'state', state, 'attempts', 0, 'stalled', 0,
+      'payload', ARGV[i + 1], 'priority', priority, 'max_attempts', ARGV[4],
+      'seq', seq, 'created_at', now)
+    if ARGV[6] ~= '' then redis.call('HSET', jk, 'name', ARGV[6]) end
+    if g then
+      redis.call('HSET', jk, 'group', g)
+      redis.call('SADD', p .. 'groups', g)
+    end
+    if delay > 0 then
+      redis.call('ZADD', KEYS[2], now + delay, id)
+    else
+      emq_make_pending(p, id, emq_score(priority, seq), g)
+    end
+  end
+  ids[#ids + 1] = id
+end
+-- wake idle consumers when work appears where there was none
+if pending_was_empty and delay == 0 then
+  redis.call('PUBLISH', p .. 'events', '{"event":"added"}')
+end
+return ids

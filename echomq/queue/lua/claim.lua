@@ -1,0 +1,81 @@
+--[[ claim: promote due scheduled jobs, then take up to `count` jobs under a lease.
+  KEYS[1] pending   KEYS[2] scheduled   KEYS[3] active
+  ARGV[1] queue base   ARGV[2] lease ms   ARGV[3] count (at most 1000)
+  Returns: a flat list: the lease deadline (ms, server clock), then 3 entries per job:
+    id, token (the new attempts), payload
+  Ungrouped jobs and the ring's groups take turns; groups take turns in the ring.
+  Native (functions): the row's lease_epoch is stamped with the server run id. ]]
+local p = ARGV[1]
+local lease = tonumber(ARGV[2])
+local count = tonumber(ARGV[3])
+local now = emq_now()
+
+-- 1. promote what is due (bounded, so one call never runs away)
+local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
+for _, id in ipairs(due) do
+  redis.call('ZREM', KEYS[2], id)
+  local jk = p .. 'job:' .. id
+  local row = redis.call('HMGET', jk, 'priority', 'seq', 'group')
+  if row[1] then
+    redis.call('HSET', jk, 'state', 'pending')
+    emq_make_pending(p, id, emq_score(row[1], row[2]), row[3])
+  end
+end
+
+-- 2. choose the ids: one ZPOPMIN for the lot when no group is runnable,
+-- else ungrouped jobs and the ring's groups take turns
+local ids = {}
+if redis.call('LLEN', p .. 'ring') == 0 then
+  local popped = redis.call('ZPOPMIN', KEYS[1], count)
+  for i = 1, #popped, 2 do ids[#ids + 1] = popped[i] end
+else
+  -- the next grouped job from the ring; its group goes to the back if it may run more
+  local function from_ring()
+    local g = redis.call('LPOP', p .. 'ring')
+    if not g then return nil end
+    local id = redis.call('ZPOPMIN', p .. 'lane:' .. g)[1]
+    if not id then return nil end
+    redis.call('HINCRBY', p .. 'gactive', g, 1)
+    emq_ring_offer(p, g)
+    return id
+  end
+  local function from_pending()
+    return redis.call('ZPOPMIN', KEYS[1])[1]
+  end
+  local ring_first = false
+  for _ = 1, count do
+    local id
+    if ring_first then id = from_ring() or from_pending()
+    else id = from_pending() or from_ring() end
+    if not id then break end
+    ids[#ids + 1] = id
+    ring_first = not ring_first
+  end
+end
+if #ids == 0 then return {} end
+
+
+-- 3. lease them all: one ZADD, then each row's token and state
+local deadline = now + lease
+local scored = {}
+for _, id in ipairs(ids) do
+  scored[#scored + 1] = deadline
+  scored[#scored + 1] = id
+end
+redis.call('ZADD', KEYS[3], unpack(scored))
+local epoch = nil
+if EMQ_NATIVE then epoch = emq_run_id() end
+local out = {deadline}
+for _, id in ipairs(ids) do
+  local jk = p .. 'job:' .. id
+  local att = redis.call('HINCRBY', jk, 'attempts', 1)
+  if epoch then
+    redis.call('HSET', jk, 'state', 'active', 'claimed_at', now, 'lease_epoch', epoch)
+  else
+    redis.call('HSET', jk, 'state', 'active', 'claimed_at', now)
+  end
+  out[#out + 1] = id
+  out[#out + 1] = att
+  out[#out + 1] = redis.call('HGET', jk, 'payload')
+end
+return out

@@ -1,0 +1,67 @@
+--[[ complete: settle held jobs as completed (or cancelled), one or many per call.
+  KEYS[1] active   KEYS[2] completed
+  ARGV[1] queue base   ARGV[2] record ('1': always append to the outcome stream;
+  otherwise only when the stream is declared)   ARGV[3] keep (completed rows to keep;
+  -1 keeps all)   ARGV[4..] quadruples (id, token, outcome 'completed'|'cancelled', result); at most 1000
+  Returns: one code per job, checked in the seed's order:
+    1 settled   -1 no such row   -2 stale token   -3 not in active
+  A cancelled job is a completion whose result is 'cancelled:<reason>'. ]]
+local p = ARGV[1]
+local now = emq_now()
+local ids = {}
+for i = 4, #ARGV, 4 do ids[#ids + 1] = ARGV[i] end
+-- membership of every id in one call; checked per job after the row and the token
+local held = redis.call('ZMSCORE', KEYS[1], unpack(ids))
+local recording = emq_recording(p, ARGV[2])
+local codes = {}
+local done = {}
+local finished = {}
+for n, id in ipairs(ids) do
+  local i = 4 * n
+  local token, outcome, result = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local jk = p .. 'job:' .. id
+  local row = redis.call('HMGET', jk, 'attempts', 'group', 'created_at')
+  local code = 1
+  if not row[1] then
+    code = -1
+  elseif row[1] ~= token then
+    code = -2
+  elseif not held[n] or done[id] then
+    code = -3
+  end
+  if code == 1 then
+    done[id] = true
+    redis.call('HSET', jk, 'state', 'completed', 'result', result, 'finished_at', now)
+    finished[#finished + 1] = now
+    finished[#finished + 1] = id
+    if row[2] then
+      redis.call('ZREM', KEYS[1], id)
+      emq_release_slot(p, row[2])
+    end
+    if recording then
+      local recorded = result
+      if outcome == 'cancelled' then recorded = string.sub(result, 11) end
+      emq_record(p, id, outcome, recorded, row[1], now, row[3])
+    end
+  end
+  codes[n] = code
+end
+if #finished > 0 then
+  local settled = {}
+  for i = 2, #finished, 2 do settled[#settled + 1] = finished[i] end
+  redis.call('ZREM', KEYS[1], unpack(settled))
+  redis.call('ZADD', KEYS[2], unpack(finished))
+  redis.call('HINCRBY', p .. 'metrics:completed', 'count', #settled)
+end
+-- retention: drop the oldest completed rows beyond `keep` (bounded per call)
+local keep = tonumber(ARGV[3])
+if keep >= 0 then
+  local excess = redis.call('ZCARD', KEYS[2]) - keep
+  if excess > 0 then
+    if excess > 1000 then excess = 1000 end
+    local old = redis.call('ZRANGE', KEYS[2], 0, excess - 1)
+    for _, id in ipairs(old) do redis.call('DEL', p .. 'job:' .. id) end
+    redis.call('ZREMRANGEBYRANK', KEYS[2], 0, excess - 1)
+  end
+end
+return codes

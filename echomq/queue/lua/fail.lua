@@ -1,0 +1,35 @@
+--[[ fail: a held job's handler failed; retry later with backoff, or dead-letter it.
+  KEYS[1] active   KEYS[2] scheduled   KEYS[3] dead
+  ARGV[1] queue base   ARGV[2] id   ARGV[3] token   ARGV[4] error text
+  ARGV[5] backoff base ms   ARGV[6] backoff cap ms   ARGV[7] record ('1' = always)
+  Returns: 1 retrying (scheduled)   2 dead
+    -1 no such row   -2 stale token   -3 not in active
+  Tries are claims less hand-backs (a graceful shutdown's give-back is not a try).
+  The delay is base * 2^(tries - 1), capped. A dead-letter is appended to the
+  outcome stream when it is declared. ]]
+local p = ARGV[1]
+local id = ARGV[2]
+local jk = p .. 'job:' .. id
+local row = redis.call('HMGET', jk, 'attempts', 'max_attempts', 'released', 'group', 'created_at')
+if not row[1] then return -1 end
+if row[1] ~= ARGV[3] then return -2 end
+if not redis.call('ZSCORE', KEYS[1], id) then return -3 end
+local now = emq_now()
+redis.call('ZREM', KEYS[1], id)
+if row[4] then emq_release_slot(p, row[4]) end
+local tries = tonumber(row[1]) - tonumber(row[3] or '0')
+if tries < tonumber(row[2]) then
+  local delay = tonumber(ARGV[5]) * (2 ^ (tries - 1))
+  local cap = tonumber(ARGV[6])
+  if delay > cap then delay = cap end
+  redis.call('HSET', jk, 'state', 'scheduled', 'last_error', ARGV[4])
+  redis.call('ZADD', KEYS[2], now + math.floor(delay), id)
+  return 1
+end
+redis.call('HSET', jk, 'state', 'dead', 'last_error', ARGV[4], 'finished_at', now)
+redis.call('ZADD', KEYS[3], now, id)
+redis.call('HINCRBY', p .. 'metrics:failed', 'count', 1)
+if emq_recording(p, ARGV[7]) then
+  emq_record(p, id, 'dead', ARGV[4], row[1], now, row[5])
+end
+return 2

@@ -1,0 +1,103 @@
+--[[ stalled_check: the count-thresholded sweep (the seed's @sweep_stalled;
+  native twin EMQ.STALLED.CHECK).
+  KEYS[1] active   KEYS[2] pending   KEYS[3] dead
+  ARGV[1] queue base   ARGV[2] max_stalled   ARGV[3] limit
+  Returns: {recovered ids, dead ids}. Per lapsed id (server clock, up to limit):
+  leave active, HINCRBY stalled; below max_stalled recover (pending at the front,
+  or its lane when grouped, giving back the lane's slot); at or above it dead-letter
+  (state dead, last_error stalled, dead set, failed metric, the declared stream).
+  The script, like the seed, creates a skeleton row for a ghost (no row) on HINCRBY.
+  Native (functions) differs, every read and check before the first write:
+    'ERR EMQ.STALLED.CHECK max_stalled must be a positive integer' (and limit);
+    'ERR EMQ.STALLED.CHECK keys do not match the queue layout';
+    a lease with no lease_epoch, or one from an earlier server run, is recovered
+    without counting (a restart is never a stall);
+    a ghost is only removed from active and listed nowhere;
+    a grouped lapsed row refuses the whole call: 'EMQSTATE stalled lane not native'. ]]
+local p = ARGV[1]
+local maxst = tonumber(ARGV[2])
+local lim = tonumber(ARGV[3])
+if EMQ_NATIVE then
+  if not emq_posint(ARGV[2]) then
+    return redis.error_reply('ERR EMQ.STALLED.CHECK max_stalled must be a positive integer')
+  end
+  if not emq_posint(ARGV[3]) then
+    return redis.error_reply('ERR EMQ.STALLED.CHECK limit must be a positive integer')
+  end
+  if not string.match(p, '^emq:{[^{}]+}:$') or KEYS[1] ~= p .. 'active'
+      or KEYS[2] ~= p .. 'pending' or KEYS[3] ~= p .. 'dead' then
+    return redis.error_reply('ERR EMQ.STALLED.CHECK keys do not match the queue layout')
+  end
+end
+local now = emq_now()
+local exp = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, lim)
+local recovered = {}
+local dead = {}
+
+local function dead_letter(jk, id, attempts, created)
+  redis.call('HSET', jk, 'state', 'dead', 'last_error', 'stalled', 'finished_at', now)
+  redis.call('ZADD', KEYS[3], 0, id)
+  redis.call('HINCRBY', p .. 'metrics:failed', 'count', 1)
+  if emq_recording(p, '0') then emq_record(p, id, 'dead', 'stalled', attempts, now, created) end
+  dead[#dead + 1] = id
+end
+
+local function recover(jk, id, g)
+  if g then
+    redis.call('ZADD', p .. 'lane:' .. g, 0, id)
+    emq_ring_offer(p, g)
+  else
+    redis.call('ZADD', KEYS[2], 0, id)
+  end
+  redis.call('HSET', jk, 'state', 'pending')
+  recovered[#recovered + 1] = id
+end
+
+if EMQ_NATIVE then
+  -- reads and checks first: nothing is written if any lapsed row is grouped
+  local run = emq_run_id()
+  local rows = {}
+  for i, id in ipairs(exp) do
+    local row = redis.call('HMGET', p .. 'job:' .. id, 'attempts', 'group', 'lease_epoch',
+      'created_at')
+    if row[2] then return redis.error_reply('EMQSTATE stalled lane not native') end
+    rows[i] = row
+  end
+  for i, id in ipairs(exp) do
+    local jk = p .. 'job:' .. id
+    local row = rows[i]
+    redis.call('ZREM', KEYS[1], id)
+    if not row[1] then
+      -- a ghost: listed nowhere, no row written
+    elseif row[3] ~= run then
+      -- leased before this server run (or never stamped): a restart is not a stall
+      recover(jk, id, nil)
+    else
+      local st = redis.call('HINCRBY', jk, 'stalled', 1)
+      if st >= maxst then
+        dead_letter(jk, id, row[1], row[4])
+      else
+        recover(jk, id, nil)
+      end
+    end
+  end
+  return {recovered, dead}
+end
+
+for _, id in ipairs(exp) do
+  redis.call('ZREM', KEYS[1], id)
+  local jk = p .. 'job:' .. id
+  local g = redis.call('HGET', jk, 'group')
+  -- count this stall; on an id with no row, HINCRBY creates one (as the seed does)
+  local st = redis.call('HINCRBY', jk, 'stalled', 1)
+  -- a grouped job gives back its lane's slot (the seed's HINCRBY -1), and the group
+  -- rejoins the ring if its lane still has jobs: a dead-letter must not strand the lane
+  if g then emq_release_slot(p, g) end
+  if st >= maxst then
+    local row = redis.call('HMGET', jk, 'attempts', 'created_at')
+    dead_letter(jk, id, row[1], row[2])
+  else
+    recover(jk, id, g)
+  end
+end
+return {recovered, dead}
