@@ -94,15 +94,7 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
         ),
     )
     s("complete stale", lambda: echomq.complete(conn, q, third.id, third.token + 1))
-    s(
-        "complete_many twice",
-        lambda: echomq.complete_many(
-            conn,
-            q,
-            [Settlement(third.id, third.token + 1, "completed", '"x"'),
-             Settlement(first.id, first.token, "cancelled", "cancelled:late")],
-        ),
-    )
+
     s("complete gone", lambda: echomq.complete(conn, q, "nosuch", 1))
     s("complete not active", lambda: echomq.complete(conn, q, first.id, first.token))
 
@@ -159,6 +151,16 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     wait_lapsed(conn.redis, q, short.id)
     s("stalled dead", lambda: echomq.stalled_check(conn, q))
     s("stalled nothing", lambda: echomq.stalled_check(conn, q))
+    # one job twice in one batch: settled once, the second answers not active
+    s(
+        "complete_many twice",
+        lambda: echomq.complete_many(
+            conn,
+            q,
+            [Settlement(keep.id, keep.token, "cancelled", "cancelled:stop"),
+             Settlement(keep.id, keep.token, "completed", '"again"')],
+        ),
+    )
     s("get_job", lambda: echomq.get_job(conn, q, short.id))
     s("counts", lambda: echomq.counts(conn, q))
     s("metrics", lambda: echomq.metrics(conn, q))
@@ -196,6 +198,8 @@ def test_the_scenario_exercises_every_reply(records: tuple[Record, Record]) -> N
     assert len(outcomes["reap"][1]) == 1 and outcomes["reap nothing"] == ("ok", [])
     recovered = outcomes["stalled recover"][1]
     dead = outcomes["stalled dead"][1]
+    assert outcomes["complete_many twice"][1][0] is None
+    assert outcomes["complete_many twice"][1][1][0] == "NotActive"
     assert len(recovered.recovered) == 1 and recovered.dead == []
     assert dead.recovered == [] and dead.dead == recovered.recovered
 

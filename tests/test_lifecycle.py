@@ -210,6 +210,17 @@ def test_limit_bounds_one_pass(conn: echomq.Connection, queue: str) -> None:
     assert all(p.dead == [] for p in passes)
 
 
+def test_by_default_one_pass_takes_at_most_a_hundred(
+    conn: echomq.Connection, queue: str
+) -> None:
+    ids = echomq.add_many(conn, queue, [{"i": i} for i in range(101)])
+    echomq.claim(conn, queue, lease_ms=SHORT, count=101)
+    wait_lapsed(conn.redis, queue, *ids)
+    first = echomq.stalled_check(conn, queue)  # the defaults: max_stalled 1, limit 100
+    assert (len(first.recovered), len(first.dead)) == (0, 100)
+    assert echomq.stalled_check(conn, queue).dead == sorted(set(ids) - set(first.dead))
+
+
 def test_a_checkpointing_holder_is_never_swept(conn: echomq.Connection, queue: str) -> None:
     echomq.add(conn, queue, {"n": "long"})
     held = claim_one(conn, queue, 150)

@@ -100,6 +100,8 @@ def connect(
     With ``check`` (the default) the server is pinged at once, so a wrong URL
     fails here with :class:`ConnectionFailed` naming it, not at the first verb.
     """
+    if executor not in EXECUTORS:
+        raise InvalidArgument(f"executor must be one of {EXECUTORS}, got {executor!r}")
     if url is None:
         url = embedded_server(data_dir).url
     try:

@@ -29,7 +29,10 @@ class Event:
             return None
         if not isinstance(raw, dict) or not isinstance(raw.get("event"), str):
             return None
-        return cls(raw["event"], raw.get("job"), raw.get("reason"))
+        job, reason = raw.get("job"), raw.get("reason")
+        if not isinstance(job, str | None) or not isinstance(reason, str | None):
+            return None
+        return cls(raw["event"], job, reason)
 
     def encode(self) -> str:
         body: dict[str, str] = {"event": self.event}

@@ -32,6 +32,10 @@ def check_name(value: object, what: str = "name") -> str:
         raise InvalidKey(f"{what} must not be empty")
     if len(value) > MAX_NAME_LENGTH:
         raise InvalidKey(f"{what} is {len(value)} characters; the limit is {MAX_NAME_LENGTH}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidKey(f"{what} {value!r} is not valid UTF-8 text") from exc
     bad = _FORBIDDEN.search(value)
     if bad:
         raise InvalidKey(

@@ -76,6 +76,7 @@ for _, id in ipairs(ids) do
   end
   out[#out + 1] = id
   out[#out + 1] = att
-  out[#out + 1] = redis.call('HGET', jk, 'payload')
+  -- a skeleton row (a ghost the scripted sweep recovered) has no payload: JSON null
+  out[#out + 1] = redis.call('HGET', jk, 'payload') or 'null'
 end
 return out
