@@ -24,7 +24,7 @@ return id
 """
 
 
-def one_run(total: int, concurrency: int, prefetch: int) -> dict[str, float]:
+def one_run(total: int, concurrency: int, prefetch: int | str) -> dict[str, float]:
     with EmbeddedValkey() as server:
         conn = echomq.connect(server.url)
         before = int(conn.redis.info("memory")["used_memory"])
@@ -68,7 +68,7 @@ def ceiling_rate(conn: echomq.Connection, total: int) -> float:
 
 
 def main(runs: int = 3, total: int = 20_000) -> list[tuple[str, str]]:
-    configs = [(8, 8), (8, 200)]
+    configs: list[tuple[int, int | str]] = [(8, "auto"), (8, 8)]
     rows: list[tuple[str, str]] = []
     for concurrency, prefetch in configs:
         results = [one_run(total, concurrency, prefetch) for _ in range(runs)]

@@ -16,7 +16,8 @@ def main() -> None:
     url, queue, total, concurrency, prefetch = sys.argv[1:6]
     conn = echomq.connect(url)
     consumer = Consumer(conn, queue, lambda job: None, concurrency=int(concurrency),
-                        prefetch=int(prefetch), batch_size=100, poll_ms=50)
+                        prefetch=None if prefetch == "auto" else int(prefetch),
+                        batch_size=100, poll_ms=50)
     marks: dict[str, float] = {}
 
     def watch() -> None:

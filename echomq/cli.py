@@ -85,7 +85,7 @@ def main(url: str | None, executor: str, data_dir: str | None, log_level: str) -
 @click.option("--concurrency", "-c", default=8, show_default=True)
 @click.option("--lease-ms", default=30_000, show_default=True)
 @click.option("--prefetch", type=int, default=None, help="Claimed jobs buffered beyond "
-              "the running ones (default: concurrency).")
+              "the running ones (default: adaptive, by observed handler time).")
 @click.option("--batch-size", default=100, show_default=True)
 @click.option("--cancel/--no-cancel", default=True, show_default=True)
 @click.option("--record/--no-record", default=False, show_default=True)

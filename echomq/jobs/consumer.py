@@ -1,9 +1,9 @@
 """The Consumer: a worker that claims in batches, runs handlers on threads and
 settles in batches, with cooperative cancel, checkpoints, recovery and recording.
 
-One loop thread talks to the server: each pass sends, in ONE round trip, the
-settlements that finished since the last pass and a claim for the free slots.
-Handlers run on ``concurrency`` threads. A pub/sub subscription wakes the loop
+The claim loop takes a batch (ONE round trip) whenever enough slots are free;
+handlers run on ``concurrency`` threads; the settler settles what they finish,
+many jobs per round trip, beside the claim loop. A pub/sub subscription wakes the loop
 when jobs arrive on an empty queue and forwards cancel events to the running
 job's token. A beat thread runs the recovery leg chosen at start.
 """
@@ -16,18 +16,20 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from time import perf_counter
 from typing import Any, Literal
 
 import redis
 
 from echomq.errors import ConnectionFailed, EchoMQError, InvalidArgument
 from echomq.jobs import cancel as cancel_tokens
-from echomq.jobs.handler import JobContext, Outcome, execute
+from echomq.jobs.handler import JobContext, execute
 from echomq.jobs.lease import reap
 from echomq.jobs.settle import DEFAULT_BACKOFF_CAP_MS, DEFAULT_BACKOFF_MS, KEEP_ALL
+from echomq.jobs.settler import Settler
 from echomq.jobs.stalled import DEFAULT_MAX_STALLED, stalled_check
 from echomq.queue import validate
-from echomq.queue.claim import DEFAULT_LEASE_MS
+from echomq.queue.claim import DEFAULT_LEASE_MS, MAX_CLAIM
 from echomq.queue.connection import Connection
 from echomq.queue.events import Event
 from echomq.queue.executors import Call
@@ -37,7 +39,6 @@ log = logging.getLogger("echomq.consumer")
 
 Handler = Callable[[JobContext], Any]
 Recovery = Literal["reap", "stalled"]
-_WAKE = object()
 _STOP = object()
 
 
@@ -80,32 +81,47 @@ class Consumer:
             beat_ms if beat_ms is not None else max(50, lease_ms // 2), "beat_ms"
         )
         self.batch_size = validate.positive_int(batch_size, "batch_size")
-        self.prefetch = validate.non_negative_int(
-            prefetch if prefetch is not None else concurrency, "prefetch"
-        )
+        if self.batch_size > MAX_CLAIM:
+            raise InvalidArgument(f"batch_size must be at most {MAX_CLAIM}")
+        self.prefetch = None if prefetch is None else validate.non_negative_int(
+            prefetch, "prefetch")
         self.poll_s = validate.positive_int(poll_ms, "poll_ms") / 1000
         self.grace_s = validate.non_negative_int(shutdown_grace_ms, "shutdown_grace_ms") / 1000
-        self.keep_completed = keep_completed
-        self.backoff_ms = validate.positive_int(backoff_ms, "backoff_ms")
-        self.backoff_cap_ms = validate.positive_int(backoff_cap_ms, "backoff_cap_ms")
+        if isinstance(keep_completed, bool) or not isinstance(keep_completed, int) or (
+            keep_completed < KEEP_ALL
+        ):
+            raise InvalidArgument("keep_completed must be -1 (keep all) or a count >= 0")
         self.cancel = cancel
         self.record = record
         self.auto_extend = auto_extend
 
-        self.processed = 0
-        self.failed = 0
-        self._max_inflight = self.concurrency + self.prefetch
+        self._job_seconds = self.lease_ms / 1000  # a running estimate; pessimistic at first
         self._inflight = 0
+        self._slots = threading.Condition()
         self._running: dict[str, JobContext] = {}
         self._work: stdlib_queue.SimpleQueue[Any] = stdlib_queue.SimpleQueue()
-        self._inbox: stdlib_queue.SimpleQueue[Any] = stdlib_queue.SimpleQueue()
-        self._done: list[Outcome] = []
-        self._sent: list[Outcome] = []
+        self._settler = Settler(
+            conn, self.keys, record=record, keep_completed=keep_completed,
+            backoff_ms=validate.positive_int(backoff_ms, "backoff_ms"),
+            backoff_cap_ms=validate.positive_int(backoff_cap_ms, "backoff_cap_ms"),
+            forget=self._forget,
+        )
+        self._wake = threading.Event()
         self._stop = threading.Event()
         self._force = threading.Event()
         self._threads: list[threading.Thread] = []
         self._pubsub: Any = None
         self._pubsub_thread: Any = None
+
+    @property
+    def processed(self) -> int:
+        """Jobs settled as completed or cancelled by this Consumer."""
+        return self._settler.completed
+
+    @property
+    def failed(self) -> int:
+        """Handler failures this Consumer settled (retried or dead-lettered)."""
+        return self._settler.failed
 
     # -- public -------------------------------------------------------------
 
@@ -127,7 +143,9 @@ class Consumer:
         if self._stop.is_set():
             self._force.set()
         self._stop.set()
-        self._inbox.put(_WAKE)
+        self._wake.set()
+        with self._slots:
+            self._slots.notify_all()
 
     # -- start and stop ---------------------------------------------------------
 
@@ -153,6 +171,7 @@ class Consumer:
             from echomq.archive.declared import declare
 
             declare(self.conn, self.queue)
+        self._settler.start()
         for n in range(self.concurrency):
             t = threading.Thread(target=self._work_loop, name=f"emq-handler-{n}", daemon=True)
             t.start()
@@ -177,14 +196,14 @@ class Consumer:
                 unstarted.append(item)
         self._release(unstarted)
         deadline = time.monotonic() + self.grace_s
-        while self._inflight > 0 and not self._force.is_set():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            self._gather(min(remaining, 0.2))
-            self._send_settlements()
-        self._send_settlements()
-        self._release(list(self._running.values()))
+        with self._slots:
+            while self._inflight > 0 and not self._force.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._slots.wait(min(remaining, 0.1))
+        self._release([j for j in list(self._running.values()) if not j.finished])
+        self._settler.stop(give_up=True)
         for _ in self._threads:
             self._work.put(_STOP)
         if self._pubsub_thread is not None:
@@ -208,139 +227,81 @@ class Consumer:
         for job in jobs:
             self._forget(job)
 
-    # -- the loop ---------------------------------------------------------------
+    # -- the claim loop -----------------------------------------------------------
 
     def _loop(self) -> None:
-        wait = 0.0
+        """Claim a batch whenever enough slots are free; park while the queue is empty."""
         failures = 0
         while not self._stop.is_set():
-            self._gather(wait)
+            with self._slots:
+                limit = self._max_inflight()
+                claim_at = max(1, min(self.batch_size, limit) // 2)  # keep claims batched
+                while (self._inflight and limit - self._inflight < claim_at
+                       and not self._stop.is_set()):
+                    self._slots.wait(self.poll_s)
+                    limit = self._max_inflight()
+                want = min(limit - self._inflight, self.batch_size)
             if self._stop.is_set():
-                break
-            free = self._max_inflight - self._inflight
-            want = min(free, self.batch_size) if free > 0 else 0
-            if self._inflight and free < min(self.batch_size, self._max_inflight) // 2:
-                want = 0  # wait for more slots, so claims stay batched under load
-            calls = self._settlement_calls()
-            if want:
-                calls.append(("claim", [self.keys.pending, self.keys.scheduled, self.keys.active],
-                              [self.keys.base, self.lease_ms, want]))
-            if not calls:
-                wait = self.poll_s
-                continue
+                return
+            self._wake.clear()  # an add from here on wakes the idle wait below
             try:
-                replies = self.conn.executor.run_many(calls)
-            except ConnectionFailed as exc:
-                self._done, self._sent = self._sent + self._done, []
+                flat = self.conn.executor.run(
+                    "claim", [self.keys.pending, self.keys.scheduled, self.keys.active],
+                    [self.keys.base, self.lease_ms, want])
+            except (ConnectionFailed, redis.RedisError) as exc:
                 failures += 1
-                wait = min(5.0, 0.1 * 2**failures)
-                log.warning("server unreachable (%s); retrying in %.1fs", exc, wait)
-                self._stop.wait(wait)
+                delay = min(5.0, 0.1 * 2**failures)
+                log.warning("claim failed (%s); retrying in %.1fs", exc, delay)
+                self._stop.wait(delay)
                 continue
             failures = 0
-            claimed = replies.pop() if want else []
-            self._settled(replies)
-            if isinstance(claimed, Exception):
-                log.error("claim failed: %s", claimed)
-                claimed = []
-            self._dispatch(claimed)
-            if want and not claimed and not self._inflight:
-                wait = self._idle_wait()
-            elif want and not claimed:
-                wait = self.poll_s
+            if flat:
+                self._dispatch(flat)
             else:
-                wait = 0.0 if not self._inflight else self.poll_s
+                self._wake.wait(self._idle_wait())
 
-    def _gather(self, wait: float) -> None:
-        """Move finished outcomes to ``_done``; block up to ``wait`` for the first one."""
-        inbox = self._inbox
-        try:
-            item = inbox.get(timeout=wait) if wait > 0 else inbox.get_nowait()
-        except stdlib_queue.Empty:
-            return
-        while True:
-            if isinstance(item, Outcome):
-                self._done.append(item)
-            try:
-                item = inbox.get_nowait()
-            except stdlib_queue.Empty:
-                return
+    def _max_inflight(self) -> int:
+        """Running plus buffered jobs this Consumer may hold.
 
-    def _settlement_calls(self) -> list[Call]:
-        """One complete call for every completion and cancellation, one fail call per failure."""
-        done, self._sent = self._done, self._done
-        self._done = []
-        calls: list[Call] = []
-        completes: list[str | int] = []
-        for o in done:
-            if o.kind in ("completed", "cancelled"):
-                completes += [o.job.id, o.job.token, o.kind, o.text]
-            elif o.kind == "failed":
-                calls.append(("fail", [self.keys.active, self.keys.scheduled, self.keys.dead],
-                              [self.keys.base, o.job.id, o.job.token, o.text, self.backoff_ms,
-                               self.backoff_cap_ms, "1" if self.record else "0"]))
-        if completes:
-            calls.insert(0, ("complete", [self.keys.active, self.keys.completed],
-                             [self.keys.base, "1" if self.record else "0",
-                              self.keep_completed, *completes]))
-        return calls
+        With ``prefetch=None`` the buffer adapts: as many claimed jobs as the handlers
+        should start within a quarter of the lease (by the observed handler time), at
+        most two claim batches. Many short jobs get a deep buffer and batched round
+        trips; long ones get a shallow one, so no buffered lease lapses before it runs.
+        """
+        if self.prefetch is not None:
+            return self.concurrency + self.prefetch
+        startable = self.concurrency * (self.lease_ms / 4000) / max(self._job_seconds, 1e-6)
+        return self.concurrency + int(min(2 * self.batch_size, max(0.0, startable)))
 
-    def _settled(self, replies: list[Any]) -> None:
-        """Account for the outcomes just sent (``_sent``), in the order they were sent."""
-        sent = self._sent
-        self._sent = []
-        completes = [o for o in sent if o.kind in ("completed", "cancelled")]
-        fails = [o for o in sent if o.kind == "failed"]
-        codes: list[Any] = replies.pop(0) if completes else []
-        if isinstance(codes, Exception):
-            log.error("complete failed for %d job(s): %s", len(completes), codes)
-            codes = [0] * len(completes)
-        for o, code in zip(completes, codes, strict=True):
-            if int(code) != 1:
-                log.warning("job %s finished after its lease was lost (code %s); "
-                            "its result was not recorded", o.job.id, code)
-            self.processed += 1
-            self._forget(o.job)
-        for o, reply in zip(fails, replies, strict=True):
-            if isinstance(reply, Exception):
-                log.warning("job %s failed after its lease was lost: %s", o.job.id, reply)
-            else:
-                log.info("job %s failed (%s): %s", o.job.id,
-                         "retrying" if reply == 1 else "dead", o.text.splitlines()[-1:])
-            self.failed += 1
-            self._forget(o.job)
-        for o in sent:
-            if o.kind == "lost":
-                log.warning("job %s stopped: lease lost (%s)", o.job.id, o.text)
-                self._forget(o.job)
-
-    def _send_settlements(self) -> None:
-        calls = self._settlement_calls()
-        if not calls:
-            return
-        try:
-            self._settled(self.conn.executor.run_many(calls))
-        except ConnectionFailed as exc:
-            log.warning("could not settle %d job(s): %s", len(self._sent), exc)
-            for o in self._sent:
-                self._forget(o.job)
-            self._sent = []
+    def _observe(self, seconds: float) -> None:
+        """Fold one handler run time into the estimate (a moving average)."""
+        self._job_seconds += (seconds - self._job_seconds) * 0.2
 
     def _dispatch(self, flat: list[Any]) -> None:
-        for i in range(1, len(flat), 3):
-            job = JobContext(self.conn, self.queue, flat[i], int(flat[i + 1]), flat[i + 2],
-                             self.lease_ms)
+        jobs = [
+            JobContext(self.conn, self.queue, flat[i], int(flat[i + 1]), flat[i + 2],
+                       self.lease_ms)
+            for i in range(1, len(flat), 3)
+        ]
+        with self._slots:
+            self._inflight += len(jobs)
+        for job in jobs:
             self._running[job.id] = job
-            self._inflight += 1
             self._work.put(job)
 
     def _forget(self, job: JobContext) -> None:
+        """A job left this Consumer's hands (settled, lost or handed back): free its slot once."""
+        with self._slots:
+            if job.finished:
+                return
+            job.finished = True
+            self._inflight -= 1
+            self._slots.notify_all()
         if self._running.get(job.id) is job:
-            del self._running[job.id]
-        self._inflight -= 1
+            self._running.pop(job.id, None)
 
     def _idle_wait(self) -> float:
-        """How long to sleep with nothing to do: the poll interval, or less when a
+        """How long to park with nothing to do: the poll interval, or less when a
         scheduled job falls due sooner (an add wakes us earlier through pub/sub)."""
         try:
             pipe = self.conn.redis.pipeline(transaction=False)
@@ -357,12 +318,15 @@ class Consumer:
     # -- threads ----------------------------------------------------------------
 
     def _work_loop(self) -> None:
-        work, inbox, handler = self._work, self._inbox, self.handler
+        work, inbox, handler, clock = self._work, self._settler.inbox, self.handler, perf_counter
         while True:
             job = work.get()
             if job is _STOP:
                 return
-            inbox.put(execute(handler, job))
+            started = clock()
+            outcome = execute(handler, job)
+            self._observe(clock() - started)
+            inbox.put(outcome)
 
     def _subscribe(self) -> None:
         def on_message(message: dict[str, Any]) -> None:
@@ -370,7 +334,7 @@ class Consumer:
             if event is None:
                 return
             if event.event == "added":
-                self._inbox.put(_WAKE)
+                self._wake.set()
             elif event.event == "cancel" and self.cancel and event.job_id:
                 job = self._running.get(event.job_id)
                 if job is not None:

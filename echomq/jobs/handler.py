@@ -27,7 +27,8 @@ class JobContext:
     """The ``job`` a handler receives."""
 
     __slots__ = (
-        "id", "attempts", "cancel_token", "queue", "_conn", "_lease_ms", "_raw", "_payload",
+        "id", "attempts", "cancel_token", "queue", "finished", "_conn", "_lease_ms", "_raw",
+        "_payload",
     )
 
     def __init__(
@@ -38,6 +39,8 @@ class JobContext:
         self._raw = raw_payload
         self._payload: Any = _UNDECODED
         self.attempts = token
+        self.finished = False
+        """Set once the Consumer has settled, lost or handed back this job."""
         self.cancel_token = cancel_tokens.new()
         self.queue = queue
         self._conn = conn

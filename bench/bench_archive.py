@@ -1,0 +1,132 @@
+"""Benchmark the archive on 200 000 recorded outcomes (not a test).
+
+Measures, median of ``--runs`` (default 3): the fold rate into the floor alone, the fold
+rate with the local SeaweedFS S3 endpoint, the restore rate from it, the floor's size per
+entry, and Redis memory (INFO used_memory, MEMORY USAGE of the stream) before and after
+the trim. Everything runs on private servers it starts and stops itself.
+
+    python bench/bench_archive.py [--entries 200000] [--runs 3] [--slice-count 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from echomq.archive import Driver, Floor, declare, restore
+from echomq.archive.seaweed import SeaweedS3
+from echomq.queue.connection import connect
+from echomq.queue.embedded import EmbeddedValkey
+from echomq.queue.keys import Keys
+
+OUTCOMES = ("completed", "cancelled", "dead")
+
+
+def fill(conn: object, queue: str, entries: int) -> None:
+    """Record ``entries`` outcomes the way the queue's Lua does (XADD, pipelined)."""
+    r = conn.redis  # type: ignore[attr-defined]
+    key = Keys(queue).completions
+    now = int(time.time() * 1000)
+    batch = 10_000
+    for start in range(0, entries, batch):
+        pipe = r.pipeline(transaction=False)
+        for i in range(start, min(start + batch, entries)):
+            outcome = OUTCOMES[i % 3]
+            result = json.dumps({"ok": True, "n": i}) if outcome == "completed" else (
+                f"reason {i % 17}" if outcome == "cancelled" else "TimeoutError: upstream")
+            pipe.xadd(key, {"job": f"{uuid.uuid4().hex[:20]}", "outcome": outcome,
+                            "result": result, "attempts": str(1 + i % 3),
+                            "at": str(now + i), "created_at": str(now - 5000 + i)})
+        pipe.execute()
+
+
+def memory(conn: object, queue: str) -> tuple[int, int]:
+    r = conn.redis  # type: ignore[attr-defined]
+    stream = r.memory_usage(Keys(queue).completions, samples=0) or 0
+    return int(r.info("memory")["used_memory"]), int(stream)
+
+
+def one_run(conn: object, work: Path, weed: SeaweedS3, entries: int, slice_count: int
+            ) -> dict[str, float]:
+    out: dict[str, float] = {}
+    queue = f"bench-{uuid.uuid4().hex[:8]}"
+    declare(conn, queue)
+    fill(conn, queue, entries)
+    conn.redis.execute_command("MEMORY", "PURGE")  # type: ignore[attr-defined]
+    out["used_before"], out["stream_before"] = memory(conn, queue)
+    with Floor(work / f"floor-{queue}", map_size=1 << 30) as floor:
+        started = time.perf_counter()
+        report = Driver(conn, floor, slice_count=slice_count).fold(queue)
+        out["floor_rate"] = report.entries / (time.perf_counter() - started)
+        out["floor_bytes_per_entry"] = floor.size_bytes() / report.entries
+    conn.redis.execute_command("MEMORY", "PURGE")  # type: ignore[attr-defined]
+    out["used_after"], out["stream_after"] = memory(conn, queue)
+
+    queue = f"bench-{uuid.uuid4().hex[:8]}"
+    declare(conn, queue)
+    fill(conn, queue, entries)
+    remote = weed.remote("bench", prefix=queue)
+    with Floor(work / f"floor-{queue}", map_size=1 << 30) as floor:
+        started = time.perf_counter()
+        report = Driver(conn, floor, remote, slice_count=slice_count).fold(queue)
+        out["s3_rate"] = report.entries / (time.perf_counter() - started)
+    started = time.perf_counter()
+    with Floor(work / f"restored-{queue}", map_size=1 << 30) as floor:
+        restored = restore(remote, floor, [queue], progress=False)[queue]
+    out["restore_rate"] = (restored.entries + restored.quarantined) / (
+        time.perf_counter() - started)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entries", type=int, default=200_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--slice-count", type=int, default=10_000)
+    args = parser.parse_args()
+    console = Console()
+    with tempfile.TemporaryDirectory(prefix="emq-bench-") as folder:
+        work = Path(folder)
+        valkey = EmbeddedValkey(work / "valkey").start()
+        weed = SeaweedS3(work / "weed").start()
+        try:
+            conn = connect(valkey.url)
+            runs = []
+            for n in range(args.runs):
+                runs.append(one_run(conn, work, weed, args.entries, args.slice_count))
+                console.print(f"run {n + 1}: " + ", ".join(
+                    f"{k}={v:,.0f}" for k, v in runs[-1].items()))
+        finally:
+            weed.cleanup()
+            valkey.cleanup()
+
+    def med(name: str) -> float:
+        return statistics.median(r[name] for r in runs)
+
+    table = Table(title=f"archive: {args.entries:,} outcomes, slices of {args.slice_count:,}, "
+                        f"median of {args.runs}")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    table.add_column("target", justify="right")
+    table.add_row("fold, floor only", f"{med('floor_rate'):,.0f} entries/s", ">= 100,000")
+    table.add_row("fold, floor + SeaweedFS S3", f"{med('s3_rate'):,.0f} entries/s", ">= 50,000")
+    table.add_row("restore from SeaweedFS S3", f"{med('restore_rate'):,.0f} entries/s",
+                  ">= fold with S3")
+    table.add_row("floor size per entry", f"{med('floor_bytes_per_entry'):,.0f} B", "")
+    table.add_row("Redis used_memory before trim", f"{med('used_before') / 2**20:,.1f} MiB", "")
+    table.add_row("Redis used_memory after trim", f"{med('used_after') / 2**20:,.1f} MiB", "")
+    table.add_row("stream MEMORY USAGE before", f"{med('stream_before') / 2**20:,.1f} MiB", "")
+    table.add_row("stream MEMORY USAGE after", f"{med('stream_after'):,.0f} B", "")
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""The settler: turns finished handler runs into settle calls, many per round trip.
+
+Handlers drop their ``Outcome`` in the settler's inbox and go back to work; the
+settler thread drains the inbox and sends one ``complete`` call for every
+completion and cancellation plus one ``fail`` call per failure, all in ONE
+pipeline. It runs beside the claim loop, so claiming and settling overlap.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue as stdlib_queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from echomq.errors import ConnectionFailed
+from echomq.jobs.handler import JobContext, Outcome
+from echomq.queue.connection import Connection
+from echomq.queue.executors import Call
+from echomq.queue.keys import Keys
+
+log = logging.getLogger("echomq.consumer")
+
+_STOP = object()
+MAX_PER_CALL = 1000
+"""Settlements per complete call, the limit complete.lua documents."""
+
+
+class Settler:
+    """Owns the outcome inbox and the thread that settles it."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        keys: Keys,
+        *,
+        record: bool,
+        keep_completed: int,
+        backoff_ms: int,
+        backoff_cap_ms: int,
+        forget: Callable[[JobContext], None],
+    ) -> None:
+        self.conn = conn
+        self.keys = keys
+        self.record = "1" if record else "0"
+        self.keep_completed = keep_completed
+        self.backoff_ms = backoff_ms
+        self.backoff_cap_ms = backoff_cap_ms
+        self.forget = forget
+        self.inbox: stdlib_queue.SimpleQueue[Any] = stdlib_queue.SimpleQueue()
+        self.completed = 0
+        self.failed = 0
+        self._give_up = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="emq-settler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, *, give_up: bool = False, timeout: float = 10.0) -> None:
+        """Settle what is in the inbox, then end. ``give_up`` stops retrying a lost server."""
+        if give_up:
+            self._give_up.set()
+        self.inbox.put(_STOP)
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            batch: list[Outcome] = []
+            item = self.inbox.get()
+            stopping = item is _STOP
+            if not stopping:
+                batch.append(item)
+            while len(batch) < MAX_PER_CALL:
+                try:
+                    item = self.inbox.get_nowait()
+                except stdlib_queue.Empty:
+                    break
+                if item is _STOP:
+                    stopping = True
+                else:
+                    batch.append(item)
+            if batch:
+                self._settle(batch)
+            if stopping and self.inbox.empty():
+                return
+
+    def _settle(self, batch: list[Outcome]) -> None:
+        """Send the batch; on a lost server, retry with backoff (the leases keep the jobs
+        safe meanwhile) until it answers or the Consumer gives up."""
+        for o in batch:
+            if o.kind == "lost":
+                log.warning("job %s stopped: lease lost (%s)", o.job.id, o.text)
+                self.forget(o.job)
+        batch = [o for o in batch if o.kind != "lost"]
+        if not batch:
+            return
+        completes = [o for o in batch if o.kind != "failed"]
+        fails = [o for o in batch if o.kind == "failed"]
+        calls = self._calls(completes, fails)
+        delay = 0.1
+        while True:
+            try:
+                replies = self.conn.executor.run_many(calls)
+                break
+            except ConnectionFailed as exc:
+                if self._give_up.is_set():
+                    log.warning("could not settle %d job(s): %s", len(batch), exc)
+                    for o in batch:
+                        self.forget(o.job)
+                    return
+                log.warning("server unreachable while settling (%s); retrying in %.1fs",
+                            exc, delay)
+                self._give_up.wait(delay)
+                delay = min(5.0, delay * 2)
+        self._account(completes, fails, replies)
+
+    def _calls(self, completes: list[Outcome], fails: list[Outcome]) -> list[Call]:
+        keys = self.keys
+        calls: list[Call] = []
+        if completes:
+            args: list[str | int] = [keys.base, self.record, self.keep_completed]
+            for o in completes:
+                args += [o.job.id, o.job.attempts, o.kind, o.text]
+            calls.append(("complete", [keys.active, keys.completed], args))
+        for o in fails:
+            calls.append(("fail", [keys.active, keys.scheduled, keys.dead],
+                          [keys.base, o.job.id, o.job.attempts, o.text, self.backoff_ms,
+                           self.backoff_cap_ms, self.record]))
+        return calls
+
+    def _account(self, completes: list[Outcome], fails: list[Outcome], replies: list[Any]) -> None:
+        if completes:
+            codes = replies.pop(0)
+            if isinstance(codes, Exception):
+                log.error("complete failed for %d job(s): %s", len(completes), codes)
+                codes = [0] * len(completes)
+            for o, code in zip(completes, codes, strict=True):
+                if int(code) != 1:
+                    log.warning("job %s finished after its lease was lost (code %s); "
+                                "its result was not recorded", o.job.id, code)
+                self.completed += 1
+                self.forget(o.job)
+        for o, reply in zip(fails, replies, strict=True):
+            if isinstance(reply, Exception):
+                log.warning("job %s failed after its lease was lost: %s", o.job.id, reply)
+            else:
+                log.info("job %s failed (%s): %s", o.job.id,
+                         "retrying" if reply == 1 else "dead", o.text.splitlines()[0])
+            self.failed += 1
+            self.forget(o.job)
