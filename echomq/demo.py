@@ -103,7 +103,7 @@ def _run(conn: echomq.Connection, remote: Any, root: Path) -> None:
     batch = BatchScheduler(conn)
     batch.add_sweep(QUEUE, interval_ms=1_000)
     try:
-        _wait(lambda: (echomq.get_job(conn, QUEUE, long) or echomq.Job).state == "active")
+        _wait(lambda: conn.redis.hget(Keys(QUEUE).job(long), "state") == "active")
         console.print(f"cancel {long}: {echomq.cancel.request(conn, QUEUE, long, 'demo')}")
         _wait(lambda: echomq.counts(conn, QUEUE).completed == 22
               and echomq.counts(conn, QUEUE).dead == 1)
@@ -140,5 +140,5 @@ def _forget(conn: echomq.Connection) -> None:
     keys = Keys(QUEUE)
     for state_key in (keys.completed, keys.dead):
         for job_id in conn.redis.zrange(state_key, 0, -1):
-            conn.redis.delete(keys.job(job_id))
+            conn.redis.delete(keys.job(str(job_id)))
         conn.redis.delete(state_key)

@@ -211,3 +211,25 @@ def test_bad_options_are_refused(conn, queue):
         Consumer(conn, queue, print, recovery="never")  # type: ignore[arg-type]
     with pytest.raises(echomq.InvalidKey):
         Consumer(conn, "bad:name", print)
+
+
+def test_adaptive_prefetch_holds_no_more_long_jobs_than_it_can_start_in_time(conn, queue, start):
+    """Handlers of 150 ms under a 400 ms lease: buffering even one more job could
+    lapse its lease before it starts, so the Consumer holds only what it runs."""
+    echomq.add_many(conn, queue, [{"n": i} for i in range(6)])
+    consumer = start(lambda job: time.sleep(0.15), concurrency=1, lease_ms=400)
+    most = 0
+    while consumer.processed < 6:
+        most = max(most, echomq.counts(conn, queue).active)
+        time.sleep(0.02)
+    assert most == 1
+
+
+def test_adaptive_prefetch_buffers_deeply_for_short_jobs(conn, queue, start):
+    echomq.add_many(conn, queue, [{"n": i} for i in range(3000)])
+    consumer = start(lambda job: time.sleep(0.0005), concurrency=2, lease_ms=30_000)
+    most = 0
+    while consumer.processed < 3000:
+        most = max(most, echomq.counts(conn, queue).active)
+        time.sleep(0.005)
+    assert most > 2 * 2  # well beyond the running handlers: claims stay batched

@@ -101,4 +101,4 @@ def request(
     if state == "active":
         publish(conn, queue, "cancel", job_id, reason)
         return "signalled"
-    raise NotCancellable(f"cancel {job_id!r}: the job is {state}")
+    raise NotCancellable(f"cancel {job_id!r}: the job is {state!s}")

@@ -312,7 +312,7 @@ class Consumer:
             return self.poll_s
         if not first:
             return self.poll_s
-        due_in = (first[0][1] - (secs * 1000 + micros // 1000)) / 1000
+        due_in = (float(first[0][1]) - (int(secs) * 1000 + int(micros) // 1000)) / 1000
         return max(0.005, min(self.poll_s, due_in))
 
     # -- threads ----------------------------------------------------------------
@@ -345,7 +345,8 @@ class Consumer:
             log.warning("event subscription lost (%s); reconnecting", exc)
             time.sleep(0.5)
 
-        self._pubsub = self.conn.redis.pubsub(ignore_subscribe_messages=True)
+        self._pubsub = self.conn.redis.pubsub(  # type: ignore[no-untyped-call]
+            ignore_subscribe_messages=True)
         self._pubsub.subscribe(**{self.keys.events: on_message})
         self._pubsub_thread = self._pubsub.run_in_thread(
             sleep_time=0.5, daemon=True, exception_handler=on_error

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from echomq.models import Counts, Job
 from echomq.queue import validate
 from echomq.queue.connection import Connection
@@ -9,7 +11,7 @@ from echomq.queue.keys import Keys, check_name
 
 
 def get_job(conn: Connection, queue: str, job_id: str) -> Job | None:
-    row = conn.redis.hgetall(Keys(queue).job(job_id))
+    row = cast(dict[str, str], conn.redis.hgetall(Keys(queue).job(job_id)))
     return Job.from_row(job_id, row) if row else None
 
 
@@ -53,4 +55,4 @@ def metrics(conn: Connection, queue: str) -> dict[str, int]:
 
 def dead_jobs(conn: Connection, queue: str, limit: int = 100) -> list[str]:
     validate.positive_int(limit, "limit")
-    return list(conn.redis.zrange(Keys(queue).dead, 0, limit - 1))
+    return [str(i) for i in conn.redis.zrange(Keys(queue).dead, 0, limit - 1)]

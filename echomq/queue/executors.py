@@ -8,6 +8,7 @@ above this module is unaware which one runs.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -20,7 +21,8 @@ if TYPE_CHECKING:
     from echomq.queue.connection import Connection
 
 Arg = str | int | bytes
-Call = tuple[str, list[str], list[Arg]]
+Call = tuple[str, Sequence[str], Sequence[Arg]]
+Prepared = tuple[registry.Transition, Sequence[str], Sequence[Arg]]
 """A transition name, its keys and its arguments."""
 
 
@@ -32,7 +34,7 @@ class Executor:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
 
-    def run(self, transition: str, keys: list[str], args: list[Arg]) -> Any:
+    def run(self, transition: str, keys: Sequence[str], args: Sequence[Arg]) -> Any:
         try:
             return self._run(registry.transitions()[transition], keys, args)
         except redis.ResponseError as exc:
@@ -44,7 +46,7 @@ class Executor:
             url = self.client.connection_pool.connection_kwargs
             raise ConnectionFailed(f"lost the server ({url.get('host', url)}): {exc}") from exc
 
-    def _run(self, t: registry.Transition, keys: list[str], args: list[Arg]) -> Any:
+    def _run(self, t: registry.Transition, keys: Sequence[str], args: Sequence[Arg]) -> Any:
         raise NotImplementedError
 
     def run_many(self, calls: list[Call]) -> list[Any]:
@@ -76,13 +78,15 @@ class Executor:
                 out.append(reply)
         return out
 
-    def _pipeline(self, calls: list[tuple[registry.Transition, list[str], list[Arg]]]) -> list[Any]:
+    def _pipeline(self, calls: list[Prepared]) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)
         for t, keys, args in calls:
             self._queue(pipe, t, keys, args)
         return list(pipe.execute(raise_on_error=False))
 
-    def _queue(self, pipe: Any, t: registry.Transition, keys: list[str], args: list[Arg]) -> None:
+    def _queue(
+        self, pipe: Any, t: registry.Transition, keys: Sequence[str], args: Sequence[Arg]
+    ) -> None:
         raise NotImplementedError
 
     def _is_missing(self, reply: object) -> bool:
@@ -97,14 +101,16 @@ class ScriptsExecutor(Executor):
 
     name = "scripts"
 
-    def _run(self, t: registry.Transition, keys: list[str], args: list[Arg]) -> Any:
+    def _run(self, t: registry.Transition, keys: Sequence[str], args: Sequence[Arg]) -> Any:
         try:
             return self.client.evalsha(t.sha, len(keys), *keys, *args)
         except redis.exceptions.NoScriptError:
             self.client.script_load(t.script)
             return self.client.evalsha(t.sha, len(keys), *keys, *args)
 
-    def _queue(self, pipe: Any, t: registry.Transition, keys: list[str], args: list[Arg]) -> None:
+    def _queue(
+        self, pipe: Any, t: registry.Transition, keys: Sequence[str], args: Sequence[Arg]
+    ) -> None:
         pipe.evalsha(t.sha, len(keys), *keys, *args)
 
     def _is_missing(self, reply: object) -> bool:
@@ -142,7 +148,7 @@ class FunctionsExecutor(Executor):
                 self.client.function_load(code, replace=True)
             self._checked = True
 
-    def _run(self, t: registry.Transition, keys: list[str], args: list[Arg]) -> Any:
+    def _run(self, t: registry.Transition, keys: Sequence[str], args: Sequence[Arg]) -> Any:
         self.ensure_library()
         try:
             return self.client.fcall(t.function, len(keys), *keys, *args)
@@ -152,11 +158,13 @@ class FunctionsExecutor(Executor):
             self.ensure_library(force=True)
             return self.client.fcall(t.function, len(keys), *keys, *args)
 
-    def _pipeline(self, calls: list[tuple[registry.Transition, list[str], list[Arg]]]) -> list[Any]:
+    def _pipeline(self, calls: list[Prepared]) -> list[Any]:
         self.ensure_library()
         return super()._pipeline(calls)
 
-    def _queue(self, pipe: Any, t: registry.Transition, keys: list[str], args: list[Arg]) -> None:
+    def _queue(
+        self, pipe: Any, t: registry.Transition, keys: Sequence[str], args: Sequence[Arg]
+    ) -> None:
         pipe.fcall(t.function, len(keys), *keys, *args)
 
     def _is_missing(self, reply: object) -> bool:
