@@ -79,3 +79,37 @@ def test_a_handler_path_that_does_not_import_is_a_clear_error(server_url, queue)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 2
     assert b"cannot import module 'tests.no_such_module'" in out
+
+
+def test_a_second_signal_skips_the_grace_period(server_url, queue):
+    conn = echomq.connect(server_url)
+    echomq.add(conn, queue, {"n": 1})
+    proc = worker(server_url, queue, "tests.workers:sleepy", "--grace-ms", "60000")
+    try:
+        wait_for(lambda: echomq.counts(conn, queue).active == 1)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        assert proc.poll() is None  # the first signal waits for the running handler
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0  # the second does not wait out the 60 s grace
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert echomq.counts(conn, queue).pending == 1  # and the job is handed back
+
+
+def test_workers_ride_out_a_server_restart(private_server, queue):
+    conn = echomq.connect(private_server.url)
+    total = 300
+    echomq.add_many(conn, queue, [{"n": i} for i in range(total)])
+    proc = worker(private_server.url, queue, "tests.workers:slow", "--concurrency", "4",
+                  "--lease-ms", "1000", "--record")
+    try:
+        wait_for(lambda: echomq.counts(conn, queue).completed >= 50)
+        private_server.restart()  # AOF on: every acknowledged write survives
+        wait_for(lambda: echomq.counts(conn, queue).completed == total, timeout=60)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+    recorded = [f["job"] for _, f in conn.redis.xrange(Keys(queue).completions)]
+    assert len(recorded) == total and len(set(recorded)) == total
