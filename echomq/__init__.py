@@ -4,7 +4,9 @@ Every verb takes a connection explicitly; every failure raises a subclass of
 :class:`EchoMQError` named after its reason. See DESIGN.md for the states.
 """
 
-from echomq import archive, cancel
+from typing import TYPE_CHECKING, Any
+
+from echomq import cancel
 from echomq.errors import (
     ArchiveError,
     ChecksumMismatch,
@@ -32,7 +34,19 @@ from echomq.queue.connection import Connection, connect
 from echomq.queue.enqueue import add, add_many
 from echomq.queue.events import publish
 
+if TYPE_CHECKING:
+    from echomq import archive
+
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """``echomq.archive`` loads on first use: it brings boto3, which workers rarely need."""
+    if name == "archive":
+        import importlib
+
+        return importlib.import_module("echomq.archive")
+    raise AttributeError(f"module 'echomq' has no attribute {name!r}")
 
 __all__ = [
     "ArchiveError",

@@ -5,7 +5,14 @@
 """
 
 from echomq.archive.declared import declare, declared_queues, is_declared, undeclare
-from echomq.archive.driver import CRASH_POINTS, Driver, FoldReport, RemoteConflict, fold_declared
+from echomq.archive.driver import (
+    CRASH_POINTS,
+    Driver,
+    FoldReport,
+    RemoteConflict,
+    StreamRewound,
+    fold_declared,
+)
 from echomq.archive.entries import ArchivedEntry, Outcome, QuarantinedEntry
 from echomq.archive.floor import Floor, FloorGap, FloorStatus
 from echomq.archive.lease import LeaseLost, NotDeclared
@@ -33,6 +40,7 @@ __all__ = [
     "RemoteRefused",
     "S3Remote",
     "SliceCorrupt",
+    "StreamRewound",
     "declare",
     "declared_queues",
     "fold_declared",

@@ -11,6 +11,7 @@ import json
 import sys
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from typing import Any, TypeVar
 
 import click
@@ -55,7 +56,7 @@ def _remote_options(fn: F) -> F:
 
 
 def _url_option(fn: F) -> F:
-    return click.option("--url", envvar="EMQ_REDIS_URL",
+    return click.option("--url", envvar=["EMQ_URL", "EMQ_REDIS_URL"],
                         help="Redis/Valkey URL (default: the embedded server).")(fn)
 
 
@@ -94,12 +95,21 @@ def _emit(as_json: bool, rows: list[dict[str, Any]], title: str) -> None:
         for row in rows:
             click.echo(json.dumps(row, ensure_ascii=False, separators=(",", ":")))
         return
-    table = Table(title=title)
     if not rows:
         Console().print(f"{title}: nothing")
         return
+    if len(rows[0]) > 6:  # wide records read better as one field per line
+        for row in rows:
+            table = Table(title=title, show_header=False)
+            table.add_column("field", style="bold")
+            table.add_column("value", overflow="fold")
+            for name, value in row.items():
+                table.add_row(name, str(value))
+            Console().print(table)
+        return
+    table = Table(title=title)
     for name in rows[0]:
-        table.add_column(name)
+        table.add_column(name, overflow="fold")  # wrap, never cut an id or a name
     for row in rows:
         table.add_row(*(str(v) for v in row.values()))
     Console().print(table)
@@ -124,7 +134,7 @@ def declare_cmd(queues: tuple[str, ...], url: str | None) -> None:
     """Record every outcome of QUEUES (dead-letters too) and archive their streams."""
     conn = _connect(url)
     for queue in queues:
-        _guard(lambda q=queue: declare(conn, q))
+        _guard(partial(declare, conn, queue))
 
 
 @archive.command("undeclare")
@@ -134,7 +144,7 @@ def undeclare_cmd(queues: tuple[str, ...], url: str | None) -> None:
     """Stop archiving QUEUES (nothing archived is removed)."""
     conn = _connect(url)
     for queue in queues:
-        _guard(lambda q=queue: undeclare(conn, q))
+        _guard(partial(undeclare, conn, queue))
 
 
 @archive.command("fold")

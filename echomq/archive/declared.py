@@ -45,10 +45,10 @@ def is_declared(conn: Any, queue: str) -> bool:
 def declared_queues(conn: Any) -> list[str]:
     """Every declared queue, sorted (only those whose meta still says so)."""
     r = client(conn)
-    names = sorted(r.smembers(DECLARED_SET))
+    names = sorted(str(n) for n in r.smembers(DECLARED_SET))
     if not names:
         return []
     pipe = r.pipeline(transaction=False)
     for name in names:
         pipe.hget(Keys(name).meta, "stream")
-    return [n for n, flag in zip(names, pipe.execute(), strict=True) if flag == "1"]
+    return [n for n, flag in zip(names, pipe.execute(), strict=True) if flag in ("1", b"1")]

@@ -15,15 +15,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
-from typing import IO, Any, TypeVar
-
-import lmdb
+from typing import IO, Any, cast
 
 from echomq.archive.entries import (
     ArchivedEntry,
@@ -32,16 +28,17 @@ from echomq.archive.entries import (
     id_from_key,
     id_key,
     id_lt,
+    index_terms,
     parse_entry,
     parse_line,
     to_ms,
     write_jsonl,
 )
-from echomq.archive.slices import ZERO_ID, SliceContent, SliceMeta, build_slice
+from echomq.archive.lmdbstore import Dbs, LmdbStore, Txn
+from echomq.archive.slices import ZERO_ID, RawItem, SliceContent, SliceMeta, build_slice
 from echomq.errors import ArchiveError, ChecksumMismatch
 from echomq.queue.keys import check_name
 
-T = TypeVar("T")
 DEFAULT_MAP_SIZE = 64 * 1024 * 1024
 _DBS = ("entries", "by_job", "by_outcome", "by_time", "quarantine", "slices", "pending",
         "queues")
@@ -73,28 +70,41 @@ def _qk(queue: str) -> bytes:
     return check_name(queue, "queue name").encode() + b"\x00"
 
 
+_U64 = struct.Struct(">Q").pack
+
+
 def _u64(value: int) -> bytes:
-    return value.to_bytes(8, "big")
+    return _U64(value)
 
 
-class _Shared:
-    """One LMDB environment per path per process (LMDB forbids opening it twice)."""
+def _index_rows(qk: bytes, items: Sequence[RawItem]) -> dict[str, list[tuple[bytes, bytes]]]:
+    """The key/value pairs a slice adds to each sub-database.
 
-    def __init__(self, path: str, map_size: int) -> None:
-        Path(path).mkdir(parents=True, exist_ok=True)
-        self.env = lmdb.open(path, map_size=map_size, max_dbs=len(_DBS), subdir=True)
-        self.dbs = {name: self.env.open_db(name.encode()) for name in _DBS}
-        self.refs = 0
-        self.write_lock = threading.Lock()
-        self.readers = 0
-        self.idle = threading.Condition()
+    The fold's hot loop: one tuple per index per entry, keys built from shared parts.
+    """
+    rows: dict[str, list[tuple[bytes, bytes]]] = {
+        "entries": [], "by_job": [], "by_outcome": [], "by_time": [], "quarantine": []
+    }
+    add_entry, add_job = rows["entries"].append, rows["by_job"].append
+    add_outcome, add_time = rows["by_outcome"].append, rows["by_time"].append
+    add_bad = rows["quarantine"].append
+    outcome_prefix = {o.value: qk + o.value.encode() + b"\x00" for o in Outcome}
+    for sid, fields, line in items:
+        ik = id_key(sid)
+        terms = index_terms(fields)
+        if isinstance(terms, str):
+            add_bad((qk + ik, line))
+            continue
+        job, outcome, at_ms = terms
+        at = _U64(at_ms)
+        add_entry((qk + ik, line))
+        add_job((qk + job.encode() + b"\x00" + ik, b""))
+        add_outcome((outcome_prefix[outcome] + at + ik, b""))
+        add_time((qk + at + ik, b""))
+    return rows
 
 
-_registry: dict[str, _Shared] = {}
-_registry_lock = threading.Lock()
-
-
-class Floor:
+class Floor(LmdbStore):
     """The LMDB floor at ``path`` (a directory, created when missing).
 
     ``map_size`` is only the starting size: the map doubles whenever a commit needs more.
@@ -102,86 +112,19 @@ class Floor:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, map_size: int = DEFAULT_MAP_SIZE) -> None:
-        self.path = str(Path(path).resolve())
-        with _registry_lock:
-            shared = _registry.get(self.path)
-            if shared is None:
-                shared = _registry[self.path] = _Shared(self.path, map_size)
-            shared.refs += 1
-        self._shared: _Shared | None = shared
-        self.grows = 0
-
-    # -- plumbing -------------------------------------------------------------------------
-
-    @property
-    def _s(self) -> _Shared:
-        if self._shared is None:
-            raise ArchiveError(f"the floor at {self.path} is closed")
-        return self._shared
-
-    @property
-    def env(self) -> lmdb.Environment:
-        return self._s.env
-
-    def close(self) -> None:
-        shared, self._shared = self._shared, None
-        if shared is None:
-            return
-        with _registry_lock:
-            shared.refs -= 1
-            if shared.refs == 0:
-                _registry.pop(self.path, None)
-                shared.env.close()
-
-    def __enter__(self) -> Floor:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @contextmanager
-    def _read(self) -> Iterator[tuple[lmdb.Transaction, dict[str, Any]]]:
-        s = self._s
-        with s.idle:
-            s.readers += 1
-        try:
-            with s.env.begin(buffers=False) as txn:
-                yield txn, s.dbs
-        finally:
-            with s.idle:
-                s.readers -= 1
-                s.idle.notify_all()
-
-    def _write(self, fn: Callable[[lmdb.Transaction, dict[str, Any]], T]) -> T:
-        """Run ``fn`` in one write transaction, growing the map until it fits."""
-        s = self._s
-        with s.write_lock:
-            while True:
-                try:
-                    with s.env.begin(write=True) as txn:
-                        return fn(txn, s.dbs)
-                except lmdb.MapFullError:
-                    self._resize(s, s.env.info()["map_size"] * 2)
-                except lmdb.MapResizedError:
-                    self._resize(s, 0)  # another process grew it: adopt its size
-
-    def _resize(self, s: _Shared, size: int) -> None:
-        with s.idle:  # LMDB: no transaction of this process may be open during a resize
-            s.idle.wait_for(lambda: s.readers == 0)
-            s.env.set_mapsize(size)
-        self.grows += 1
+        super().__init__(path, _DBS, map_size)
 
     @staticmethod
-    def _state(txn: lmdb.Transaction, dbs: dict[str, Any], queue: str) -> dict[str, Any]:
+    def _state(txn: Txn, dbs: Dbs, queue: str) -> dict[str, Any]:
         raw = txn.get(queue.encode(), db=dbs["queues"])
         if raw is None:
             return {"checkpoint": ZERO_ID, "entries": 0, "quarantined": 0, "slices": 0,
                     "pending": 0, "trimmed_through": ZERO_ID}
-        state: dict[str, Any] = json.loads(raw)
+        state: dict[str, Any] = json.loads(cast(bytes, raw))
         return state
 
     @staticmethod
-    def _save(txn: lmdb.Transaction, dbs: dict[str, Any], queue: str, state: dict[str, Any]
+    def _save(txn: Txn, dbs: Dbs, queue: str, state: dict[str, Any]
               ) -> None:
         txn.put(queue.encode(), json.dumps(state).encode(), db=dbs["queues"])
 
@@ -200,7 +143,7 @@ class Floor:
         meta = content.meta
         qk = _qk(meta.queue)
 
-        def txn_fn(txn: lmdb.Transaction, dbs: dict[str, Any]) -> tuple[int, int] | None:
+        def txn_fn(txn: Txn, dbs: Dbs) -> tuple[int, int] | None:
             state = self._state(txn, dbs, meta.queue)
             checkpoint = state["checkpoint"]
             if not id_lt(checkpoint, meta.last):
@@ -208,23 +151,10 @@ class Floor:
             if id_lt(checkpoint, meta.prev):
                 raise FloorGap(f"{meta.name}: starts after {meta.prev} but the floor's "
                                f"checkpoint for {meta.queue!r} is {checkpoint}")
-            rows: dict[str, list[tuple[bytes, bytes]]] = {
-                "entries": [], "by_job": [], "by_outcome": [], "by_time": [], "quarantine": []
-            }
-            for sid, fields, line in content.items:
-                if not id_lt(checkpoint, sid):
-                    continue  # already here (a slice overlapping the checkpoint)
-                key = id_key(sid)
-                item = parse_entry(meta.queue, sid, fields)
-                if isinstance(item, QuarantinedEntry):
-                    rows["quarantine"].append((qk + key, line))
-                    continue
-                at = _u64(item.at)
-                rows["entries"].append((qk + key, line))
-                rows["by_job"].append((qk + item.job_id.encode() + b"\x00" + key, b""))
-                rows["by_outcome"].append((qk + item.outcome.value.encode() + b"\x00" + at + key,
-                                           b""))
-                rows["by_time"].append((qk + at + key, b""))
+            items = content.items
+            if not id_lt(checkpoint, meta.first):  # overlapping the checkpoint: skip the old
+                items = [i for i in items if id_lt(checkpoint, i[0])]
+            rows = _index_rows(qk, items)
             added = {"entries": 0, "quarantine": 0}
             for name, pairs in rows.items():
                 if pairs:
@@ -250,12 +180,12 @@ class Floor:
         qk = _qk(meta.queue)
         key = qk + id_key(meta.first)
 
-        def txn_fn(txn: lmdb.Transaction, dbs: dict[str, Any]) -> None:
+        def txn_fn(txn: Txn, dbs: Dbs) -> None:
             if not txn.delete(key, db=dbs["pending"]):
                 return
             raw = txn.get(key, db=dbs["slices"])
             if raw is not None:
-                record = json.loads(raw)
+                record = json.loads(cast(bytes, raw))
                 record["uploaded"] = True
                 txn.put(key, json.dumps(record).encode(), db=dbs["slices"])
             state = self._state(txn, dbs, meta.queue)
@@ -266,7 +196,7 @@ class Floor:
 
     def record_trim(self, queue: str, through: str) -> None:
         """Remember that the stream was trimmed through ``through`` (for status only)."""
-        def txn_fn(txn: lmdb.Transaction, dbs: dict[str, Any]) -> None:
+        def txn_fn(txn: Txn, dbs: Dbs) -> None:
             state = self._state(txn, dbs, queue)
             if id_lt(state["trimmed_through"], through):
                 state["trimmed_through"] = through
@@ -284,16 +214,11 @@ class Floor:
     def slices(self, queue: str, *, pending_only: bool = False) -> list[SliceMeta]:
         """The queue's slice records in history order (or only those not yet uploaded)."""
         qk = _qk(queue)
-        out: list[SliceMeta] = []
         with self._read() as (txn, dbs):
-            cur = txn.cursor(db=dbs["pending" if pending_only else "slices"])
-            if cur.set_range(qk):
-                for key, value in cur:
-                    if not key.startswith(qk):
-                        break
-                    raw = value if not pending_only else txn.get(key, db=dbs["slices"])
-                    out.append(SliceMeta.from_json(json.loads(raw)))
-        return out
+            db = dbs["pending" if pending_only else "slices"]
+            return [SliceMeta.from_json(json.loads(
+                    self._get(txn, dbs["slices"], key) if pending_only else value))
+                    for key, value in self._scan(txn, db, qk)]
 
     def pending_slices(self, queue: str) -> list[SliceMeta]:
         return self.slices(queue, pending_only=True)
@@ -304,96 +229,79 @@ class Floor:
             checkpoint = str(self._state(txn, dbs, queue)["checkpoint"])
             if not with_remote:
                 return checkpoint
-            qk = _qk(queue)
-            cur = txn.cursor(db=dbs["pending"])
-            if cur.set_range(qk) and cur.key().startswith(qk):
-                raw = txn.get(cur.key(), db=dbs["slices"])
-                return SliceMeta.from_json(json.loads(raw)).prev
+            for key, _ in self._scan(txn, dbs["pending"], _qk(queue)):
+                return SliceMeta.from_json(json.loads(self._get(txn, dbs["slices"], key))).prev
             return checkpoint
 
     def slice_bytes(self, meta: SliceMeta) -> bytes:
         """A pending slice's object bytes: the kept copy, or rebuilt from the floor."""
         qk = _qk(meta.queue)
+        lo, hi = qk + id_key(meta.first), qk + id_key(meta.last)
+        items: list[RawItem] = []
         with self._read() as (txn, dbs):
-            data = txn.get(qk + id_key(meta.first), db=dbs["pending"])
+            data = txn.get(lo, db=dbs["pending"])
             if data:
                 return bytes(data)
-            items = []
-            lo, hi = qk + id_key(meta.first), qk + id_key(meta.last)
             for name in ("entries", "quarantine"):
-                cur = txn.cursor(db=dbs[name])
-                if cur.set_range(lo):
-                    for key, line in cur:
-                        if key > hi:
-                            break
-                        sid, fields = parse_line(line)
-                        items.append((sid, fields, bytes(line)))
+                for key, line in self._scan(txn, dbs[name], qk, lo):
+                    if key > hi:
+                        break
+                    sid, fields = parse_line(line)
+                    items.append((sid, fields, line))
         items.sort(key=lambda i: id_key(i[0]))
         rebuilt = build_slice(meta.queue, meta.prev, items)
         # Another zlib or level may compress differently: the same entries are the same slice.
         if rebuilt.meta.count != meta.count:
             raise ChecksumMismatch(f"{meta.name}: cannot rebuild from the floor "
-                                       f"({rebuilt.meta.count} of {meta.count} entries)")
+                                   f"({rebuilt.meta.count} of {meta.count} entries)")
         return rebuilt.data
 
     # -- reads for people -----------------------------------------------------------------
 
     def queues(self) -> list[str]:
         with self._read() as (txn, dbs):
-            return [k.decode() for k, _ in txn.cursor(db=dbs["queues"])]
+            return [k.decode() for k, _ in self._scan(txn, dbs["queues"], b"")]
 
     def status(self, queue: str) -> FloorStatus:
         qk = _qk(queue)
         with self._read() as (txn, dbs):
             state = self._state(txn, dbs, queue)
-            cur = txn.cursor(db=dbs["by_time"])
             oldest = newest = None
-            if cur.set_range(qk) and cur.key().startswith(qk):
-                oldest = int.from_bytes(cur.key()[len(qk):len(qk) + 8], "big")
-                nxt = qk[:-1] + b"\x01"
-                if cur.set_range(nxt):
+            for key, _ in self._scan(txn, dbs["by_time"], qk):
+                oldest = int.from_bytes(key[len(qk):len(qk) + 8], "big")
+                break
+            if oldest is not None:
+                cur = txn.cursor(db=dbs["by_time"])
+                if cur.set_range(qk[:-1] + b"\x01"):  # the first key after this queue's
                     cur.prev()
                 else:
                     cur.last()
-                newest = int.from_bytes(cur.key()[len(qk):len(qk) + 8], "big")
+                newest = int.from_bytes(cast(bytes, cur.key())[len(qk):len(qk) + 8], "big")
         return FloorStatus(queue, state["checkpoint"], state["entries"], state["quarantined"],
                            state["slices"], state["pending"], state["trimmed_through"],
                            oldest, newest)
 
-    def _entry(self, txn: lmdb.Transaction, dbs: dict[str, Any], queue: str, key: bytes
+    def _entry(self, txn: Txn, dbs: Dbs, queue: str, key: bytes
                ) -> ArchivedEntry:
-        sid, fields = parse_line(txn.get(_qk(queue) + key, db=dbs["entries"]))
+        sid, fields = parse_line(self._get(txn, dbs["entries"], _qk(queue) + key))
         item = parse_entry(queue, sid, fields)
         assert isinstance(item, ArchivedEntry)
         return item
 
+    def _lines(self, queue: str, db: str) -> list[ArchivedEntry | QuarantinedEntry]:
+        with self._read() as (txn, dbs):
+            return [parse_entry(queue, *parse_line(line))
+                    for _, line in self._scan(txn, dbs[db], _qk(queue))]
+
     def entries(self, queue: str) -> list[ArchivedEntry]:
         """Every archived outcome of ``queue`` in stream order."""
-        qk = _qk(queue)
-        out = []
-        with self._read() as (txn, dbs):
-            cur = txn.cursor(db=dbs["entries"])
-            if cur.set_range(qk):
-                for key, line in cur:
-                    if not key.startswith(qk):
-                        break
-                    sid, fields = parse_line(line)
-                    item = parse_entry(queue, sid, fields)
-                    assert isinstance(item, ArchivedEntry)
-                    out.append(item)
-        return out
+        return [e for e in self._lines(queue, "entries") if isinstance(e, ArchivedEntry)]
 
     def history(self, queue: str, job_id: str) -> list[ArchivedEntry]:
         """Every archived outcome of one job, oldest first."""
         prefix = _qk(queue) + job_id.encode() + b"\x00"
         with self._read() as (txn, dbs):
-            cur = txn.cursor(db=dbs["by_job"])
-            keys = []
-            if cur.set_range(prefix):
-                for key in cur.iternext(values=False):
-                    if not key.startswith(prefix):
-                        break
-                    keys.append(key[len(prefix):])
+            keys = [key[len(prefix):] for key, _ in self._scan(txn, dbs["by_job"], prefix)]
             return [self._entry(txn, dbs, queue, k) for k in keys]
 
     def audit(self, queue: str, outcome: Outcome | str | None = None,
@@ -407,11 +315,8 @@ class Floor:
         db = "by_time" if outcome is None else "by_outcome"
         out: list[ArchivedEntry] = []
         with self._read() as (txn, dbs):
-            cur = txn.cursor(db=dbs[db])
-            if not cur.set_range(prefix + _u64(max(lo or 0, 0))):
-                return out
-            for key in cur.iternext(values=False):
-                if not key.startswith(prefix) or (limit is not None and len(out) >= limit):
+            for key, _ in self._scan(txn, dbs[db], prefix, prefix + _u64(max(lo or 0, 0))):
+                if limit is not None and len(out) >= limit:
                     break
                 at = int.from_bytes(key[len(prefix):len(prefix) + 8], "big")
                 if hi is not None and at >= hi:
@@ -421,19 +326,7 @@ class Floor:
 
     def quarantined(self, queue: str) -> list[QuarantinedEntry]:
         """Malformed entries kept verbatim, in stream order."""
-        qk = _qk(queue)
-        out = []
-        with self._read() as (txn, dbs):
-            cur = txn.cursor(db=dbs["quarantine"])
-            if cur.set_range(qk):
-                for key, line in cur:
-                    if not key.startswith(qk):
-                        break
-                    sid, fields = parse_line(line)
-                    item = parse_entry(queue, sid, fields)
-                    assert isinstance(item, QuarantinedEntry)
-                    out.append(item)
-        return out
+        return [e for e in self._lines(queue, "quarantine") if isinstance(e, QuarantinedEntry)]
 
     def export_jsonl(self, queue: str, out: IO[str], outcome: Outcome | str | None = None,
                      since: int | datetime | None = None, until: int | datetime | None = None,
@@ -450,12 +343,8 @@ class Floor:
         h = hashlib.sha256()
         with self._read() as (txn, dbs):
             for name in ("entries", "quarantine"):
-                cur = txn.cursor(db=dbs[name])
-                if cur.set_range(qk):
-                    for key, line in cur:
-                        if not key.startswith(qk):
-                            break
-                        h.update(name.encode() + id_from_key(key[len(qk):]).encode() + line)
+                for key, line in self._scan(txn, dbs[name], qk):
+                    h.update(name.encode() + id_from_key(key[len(qk):]).encode() + line)
         return h.hexdigest()
 
     def size_bytes(self) -> int:

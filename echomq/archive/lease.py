@@ -71,7 +71,7 @@ class FoldLease:
         self.token = uuid.uuid4().hex
         self._scripts: dict[str, Script] = {}
 
-    def _run(self, name: str, keys: list[str], args: list[object]) -> int:
+    def _run(self, name: str, keys: list[str], args: list[str | int]) -> int:
         script = self._scripts.get(name)
         if script is None:
             script = self._scripts[name] = self.client.register_script(lua_source(name))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -25,6 +26,8 @@ from echomq.archive.slices import SliceContent, SliceRef, decode_slice, parse_sl
 from echomq.errors import ArchiveError, ChecksumMismatch, RemoteUnavailable
 
 T = TypeVar("T")
+_session_lock = threading.Lock()
+_session: boto3.session.Session | None = None
 _RETRY_CODES = {"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout",
                 "Throttling", "ThrottlingException", "RequestTimeTooSkewed"}
 
@@ -113,6 +116,7 @@ class S3Remote:
         backoff_s: float = 0.2,
         timeout_s: float = 10.0,
         addressing_style: str | None = None,
+        page_size: int = 1000,
     ) -> None:
         if prefix and not prefix.endswith("/"):
             prefix += "/"
@@ -121,6 +125,7 @@ class S3Remote:
         self.endpoint_url = endpoint_url
         self.retries = retries
         self.backoff_s = backoff_s
+        self.page_size = page_size
         s3_options = {"addressing_style": addressing_style} if addressing_style else None
         config = Config(
             request_checksum_calculation=request_checksum_calculation,
@@ -130,11 +135,15 @@ class S3Remote:
             read_timeout=timeout_s,
             s3=s3_options,
         )
-        self.client: Any = boto3.session.Session().client(
-            "s3", endpoint_url=endpoint_url, region_name=region,
-            aws_access_key_id=aws_access_key_id, aws_secret_access_key=aws_secret_access_key,
-            config=config,
-        )
+        global _session
+        with _session_lock:  # one session: its loaded service models make clients cheap
+            if _session is None:
+                _session = boto3.session.Session()
+            self.client: Any = _session.client(
+                "s3", endpoint_url=endpoint_url, region_name=region,
+                aws_access_key_id=aws_access_key_id,
+                aws_secret_access_key=aws_secret_access_key, config=config,
+            )
         if create_bucket:
             self.ensure_bucket()
 
@@ -267,7 +276,8 @@ class S3Remote:
 
     def _list(self, prefix: str, delimiter: str | None = None) -> list[dict[str, Any]]:
         pages: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix,
+                                  "MaxKeys": self.page_size}
         if delimiter:
             kwargs["Delimiter"] = delimiter
         while True:

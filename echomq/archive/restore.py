@@ -13,21 +13,24 @@ from __future__ import annotations
 
 import os
 import sys
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from echomq.archive.entries import id_lt
 from echomq.archive.floor import Floor
-from echomq.archive.slices import ZERO_ID, SliceRef
+from echomq.archive.slices import ZERO_ID, SliceContent, SliceRef
 from echomq.errors import MissingSlice
 
 if TYPE_CHECKING:
     from echomq.archive.remote import Remote
 
 Tick = Callable[[int], None]
+PREFETCH = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,23 +99,35 @@ def plan(remote: Remote, queue: str) -> Plan:
 
 def pull(remote: Remote, floor: Floor, queue: str, tick: Tick | None = None
          ) -> tuple[int, QueueReport]:
-    """Commit every chain slice past the floor's checkpoint; returns (new slices, report)."""
+    """Commit every chain slice past the floor's checkpoint; returns (new slices, report).
+
+    Downloads run ``PREFETCH`` slices ahead of the commits, so the object store's latency
+    overlaps the floor's work.
+    """
     the_plan = plan(remote, queue)
     report = QueueReport(queue, head=the_plan.head, orphans=[r.name for r in the_plan.orphans])
-    for ref in the_plan.chain:
-        if not id_lt(floor.checkpoint(queue), ref.last):
-            report.skipped += 1
+    checkpoint = floor.checkpoint(queue)
+    todo = [ref for ref in the_plan.chain if id_lt(checkpoint, ref.last)]
+    report.skipped = len(the_plan.chain) - len(todo)
+    if tick and report.skipped:
+        tick(report.skipped)
+    with ThreadPoolExecutor(max_workers=PREFETCH, thread_name_prefix="emq-restore") as pool:
+        pending: deque[Future[SliceContent]] = deque()
+        refs = iter(todo)
+        for ref in islice(refs, PREFETCH):
+            pending.append(pool.submit(remote.get_slice, ref))
+        while pending:
+            content = pending.popleft().result()
+            nxt = next(refs, None)
+            if nxt is not None:
+                pending.append(pool.submit(remote.get_slice, nxt))
+            added = floor.commit_slice(content, uploaded=True)
+            if added is not None:
+                report.slices += 1
+                report.entries += added[0]
+                report.quarantined += added[1]
             if tick:
                 tick(1)
-            continue
-        content = remote.get_slice(ref)
-        added = floor.commit_slice(content, uploaded=True)
-        if added is not None:
-            report.slices += 1
-            report.entries += added[0]
-            report.quarantined += added[1]
-        if tick:
-            tick(1)
     return report.slices, report
 
 

@@ -99,9 +99,10 @@ class _Process:
                 code = self._process.returncode if self._process else None
                 raise LauncherError(f"{self.name} exited with {code} at start; see {self._log}")
             try:
-                urllib.request.urlopen(self.endpoint_url + "/", timeout=1)
-                return
-            except urllib.error.HTTPError:
+                with urllib.request.urlopen(self.endpoint_url + "/", timeout=2):
+                    return
+            except urllib.error.HTTPError as answer:
+                answer.close()
                 return  # it answers (403 without credentials is an answer)
             except OSError:
                 pass

@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from echomq.archive.entries import id_lt, parse_line, parse_stream_id
+from echomq.archive.entries import id_key, id_lt, parse_stream_id
 from echomq.errors import ChecksumMismatch, InvalidArgument
 
 FORMAT = "emq-slice/1"
@@ -122,13 +122,20 @@ def _header(queue: str, first: str, last: str, prev: str, count: int) -> bytes:
     return json.dumps(head, separators=(",", ":")).encode()
 
 
-def build_slice(queue: str, prev: str, items: Sequence[RawItem], level: int = 1) -> SliceContent:
-    """Encode ``items`` (in stream order, all after ``prev``) as one slice object."""
+def build_slice(queue: str, prev: str, items: Sequence[RawItem], level: int = 1,
+                *, encode: bool = True) -> SliceContent:
+    """Encode ``items`` (in stream order, all after ``prev``) as one slice object.
+
+    ``encode=False`` skips the object bytes (no checksum, ``data`` empty): a floor-only
+    fold never uploads them, and they are rebuilt from the floor if a remote comes later.
+    """
     if not items:
         raise InvalidArgument("a slice needs at least one entry")
     first, last = items[0][0], items[-1][0]
     if not id_lt(prev, first):
         raise InvalidArgument(f"slice starting at {first} must come after prev {prev}")
+    if not encode:
+        return SliceContent(SliceMeta(queue, first, last, prev, len(items), "", 0), b"", items)
     body = b"\n".join([_header(queue, first, last, prev, len(items))] + [i[2] for i in items])
     data = gzip.compress(body + b"\n", compresslevel=level, mtime=0)
     meta = SliceMeta(queue, first, last, prev, len(items), hashlib.sha256(data).hexdigest(),
@@ -155,21 +162,31 @@ def decode_slice(data: bytes, ref: SliceRef | None = None, where: str = "") -> S
         body = lines[1:-1]
         if len(body) != count:
             raise ValueError(f"header says {count} entries, body has {len(body)}")
+        # One C-level parse for the whole body; a line that is not exactly one JSON
+        # object shows up as a count mismatch.
+        objs = json.loads(b"[" + b",".join(body) + b"]") if body else []
+        if len(objs) != len(body):
+            raise ValueError("an entry line is not one JSON object")
         items: list[RawItem] = []
-        previous = prev
-        for line in body:
-            sid, fields = parse_line(line)
-            if not id_lt(previous, sid):
+        previous, previous_key = prev, id_key(prev)
+        only_str = {str}
+        for obj, line in zip(objs, body, strict=True):
+            sid, fields = obj["id"], obj["fields"]
+            key = id_key(sid)
+            if key <= previous_key:
                 raise ValueError(f"entry {sid} is out of order after {previous}")
+            if fields.__class__ is not dict or not set(map(type, fields.values())) <= only_str:
+                raise ValueError(f"entry {sid} has fields that are not strings")
             items.append((sid, fields, line))
-            previous = sid
+            previous, previous_key = sid, key
         if not items or items[0][0] != first or items[-1][0] != last:
             raise ValueError("the header's first/last ids do not match the entries")
         if ref is not None and (ref.queue, ref.first, ref.last, ref.prev) != (
             queue, first, last, prev,
         ):
             raise ValueError("the header does not match the object name")
-    except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError) as exc:
+    except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError,
+            AttributeError) as exc:
         raise SliceCorrupt(f"{label}: corrupt slice object ({exc})") from exc
     meta = SliceMeta(queue, first, last, prev, count, hashlib.sha256(data).hexdigest(), len(data))
     return SliceContent(meta, data, items)

@@ -117,7 +117,7 @@ class Keys:
 
     @cached_property
     def meta(self) -> str:
-        """Queue settings: ``record`` (the outcome stream is declared) and friends."""
+        """Queue settings: ``stream`` = "1" when the outcome stream is declared for archiving."""
         return self._key("meta")
 
     @cached_property

@@ -181,12 +181,15 @@ CHILD = textwrap.dedent(
     """
     import sys
     sys.path.insert(0, {here!r})
-    from test_floor import chain
+    from test_floor import make_slice
     from echomq.archive import Floor
     floor = Floor({path!r}, map_size=128 * 1024)
-    for content in chain("q", 100000, 200):
+    prev = "0-0"
+    for s in range(100000):
+        content = make_slice("q", prev, s * 200, 200)
         floor.commit_slice(content, uploaded=False)
-        print(content.meta.last, flush=True)
+        prev = content.meta.last
+        print(prev, flush=True)
     """
 )
 
@@ -196,11 +199,14 @@ def test_kill_9_mid_write_leaves_whole_slices(tmp_path: Path) -> None:
     code = CHILD.format(here=str(Path(__file__).parent), path=str(path))
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
     assert child.stdout is not None
-    for _ in range(25):
-        child.stdout.readline()
-    time.sleep(0.05)  # kill it somewhere in the middle of a later commit
-    child.send_signal(signal.SIGKILL)
-    child.wait()
+    try:
+        for _ in range(25):
+            assert child.stdout.readline(), "the child died before committing 25 slices"
+        time.sleep(0.05)  # kill it somewhere in the middle of a later commit
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        child.stdout.close()
     with Floor(path) as floor:
         status = floor.status("q")
         slices = floor.slices("q")
