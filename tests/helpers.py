@@ -88,7 +88,7 @@ def run_id(client: redis.Redis) -> str:
     return str(client.info("server")["run_id"])
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 5.0, step: float = 0.005) -> Any:
+def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, step: float = 0.005) -> Any:
     """Poll ``predicate`` until it answers something truthy; fail after ``timeout`` s."""
     deadline = time.monotonic() + timeout
     while True:

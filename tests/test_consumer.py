@@ -8,19 +8,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from helpers import wait_until
 
 import echomq
 from echomq.jobs.consumer import Consumer
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -50,7 +43,7 @@ def stream_entries(conn: Connection, queue: str) -> list[dict[str, str]]:
 def test_completes_every_job_once_and_records_it(conn, queue, start):
     ids = echomq.add_many(conn, queue, [{"n": i} for i in range(300)])
     start(lambda job: job.payload["n"] * 2, concurrency=4, record=True)
-    wait_for(lambda: echomq.counts(conn, queue).completed == 300)
+    wait_until(lambda: echomq.counts(conn, queue).completed == 300)
     assert echomq.counts(conn, queue).as_dict() == {
         "pending": 0, "scheduled": 0, "active": 0, "completed": 300, "dead": 0}
     entries = stream_entries(conn, queue)
@@ -68,7 +61,7 @@ def test_failure_retries_then_dead_with_traceback(conn, queue, start):
         raise RuntimeError(f"boom on attempt {job.attempts}")
 
     start(broken, backoff_ms=20)
-    wait_for(lambda: echomq.counts(conn, queue).dead == 1)
+    wait_until(lambda: echomq.counts(conn, queue).dead == 1)
     job = echomq.get_job(conn, queue, job_id)
     assert job is not None and job.attempts == 3
     assert (job.last_error or "").startswith("RuntimeError: boom on attempt 3")
@@ -92,7 +85,7 @@ def test_cancel_request_reaches_the_running_handler(conn, queue, start):
     job_id = echomq.add(conn, queue, {})
     assert started.wait(5)
     assert echomq.cancel.request(conn, queue, job_id, reason="user asked") == "signalled"
-    wait_for(lambda: echomq.counts(conn, queue).completed == 1)
+    wait_until(lambda: echomq.counts(conn, queue).completed == 1)
     job = echomq.get_job(conn, queue, job_id)
     assert job is not None and job.result == "cancelled:user asked"
     (entry,) = stream_entries(conn, queue)
@@ -112,7 +105,7 @@ def test_check_or_raise_settles_as_cancelled_never_retried(conn, queue, start):
     job_id = echomq.add(conn, queue, {}, max_attempts=5)
     assert started.wait(5)
     echomq.cancel.request(conn, queue, job_id, reason="stop")
-    wait_for(lambda: echomq.counts(conn, queue).completed == 1)
+    wait_until(lambda: echomq.counts(conn, queue).completed == 1)
     job = echomq.get_job(conn, queue, job_id)
     assert job is not None and job.result == "cancelled:stop" and job.attempts == 1
 
@@ -129,7 +122,7 @@ def test_a_handler_that_never_checks_completes_normally(conn, queue, start):
     job_id = echomq.add(conn, queue, {})
     assert started.wait(5)
     assert echomq.cancel.request(conn, queue, job_id) == "signalled"
-    wait_for(lambda: echomq.counts(conn, queue).completed == 1)
+    wait_until(lambda: echomq.counts(conn, queue).completed == 1)
     job = echomq.get_job(conn, queue, job_id)
     assert job is not None and job.result == '"finished anyway"'
 
@@ -150,13 +143,13 @@ def test_checkpointing_handler_outlives_many_sweeps_and_dead_worker_is_dead_lett
 
     # one slot and no buffer: the consumer holds only the long job
     start(long_runner, lease_ms=300, recovery="stalled", beat_ms=50, concurrency=1, prefetch=0)
-    wait_for(lambda: echomq.counts(conn, queue).active == 1)
+    wait_until(lambda: echomq.counts(conn, queue).active == 1)
     crashed_id = echomq.add(conn, queue, {"kind": "crash"})
     # a second "worker" claims it and dies without a word
     (other,) = echomq.claim(conn, queue, lease_ms=300, count=1)
     assert other.id == crashed_id
-    wait_for(lambda: echomq.counts(conn, queue).completed == 1, timeout=10)
-    wait_for(lambda: echomq.counts(conn, queue).dead == 1, timeout=10)
+    wait_until(lambda: echomq.counts(conn, queue).completed == 1, timeout=10)
+    wait_until(lambda: echomq.counts(conn, queue).dead == 1, timeout=10)
     long_job = echomq.get_job(conn, queue, long_id)
     dead_job = echomq.get_job(conn, queue, crashed_id)
     assert long_job is not None and long_job.result == '"alive"' and long_job.stalled == 0
@@ -167,7 +160,7 @@ def test_auto_extend_keeps_a_silent_long_handler_alive(conn, queue, start):
     job_id = echomq.add(conn, queue, {})
     start(lambda job: time.sleep(1.0) or "ok", lease_ms=300, recovery="stalled", beat_ms=50,
           auto_extend=True)
-    wait_for(lambda: echomq.counts(conn, queue).completed == 1)
+    wait_until(lambda: echomq.counts(conn, queue).completed == 1)
     job = echomq.get_job(conn, queue, job_id)
     assert job is not None and job.stalled == 0 and job.result == '"ok"'
 
@@ -178,7 +171,7 @@ def test_graceful_stop_hands_back_held_jobs_at_once(conn, queue):
                         lease_ms=60_000, shutdown_grace_ms=100, poll_ms=100)
     thread = threading.Thread(target=consumer.run, kwargs={"install_signals": False})
     thread.start()
-    wait_for(lambda: echomq.counts(conn, queue).active == 4)
+    wait_until(lambda: echomq.counts(conn, queue).active == 4)
     consumer.stop()
     thread.join(5)
     assert not thread.is_alive()
@@ -194,14 +187,14 @@ def test_wakes_on_new_jobs_without_busy_polling(conn, queue, start):
     time.sleep(0.3)  # idle: the loop is parked on the 10 s poll
     t0 = time.monotonic()
     echomq.add(conn, queue, {})
-    wait_for(lambda: consumer.processed == 1, timeout=5)
+    wait_until(lambda: consumer.processed == 1, timeout=5)
     assert time.monotonic() - t0 < 5  # woken by the event, not by the 10 s poll
 
 
 def test_delayed_job_runs_when_due_while_idle(conn, queue, start):
     consumer = start(lambda job: "ok", poll_ms=10_000)
     echomq.add(conn, queue, {}, delay_ms=300)
-    wait_for(lambda: consumer.processed == 1, timeout=5)
+    wait_until(lambda: consumer.processed == 1, timeout=5)
 
 
 def test_bad_options_are_refused(conn, queue):

@@ -6,15 +6,10 @@ from __future__ import annotations
 import threading
 import time
 
+from helpers import wait_until
+
 import echomq
 from echomq.jobs.scheduler import BatchScheduler
-
-
-def wait_for(predicate, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
 
 
 def test_the_scheduled_sweep_recovers_a_lapsed_job_without_a_manual_call(conn, queue):
@@ -22,7 +17,7 @@ def test_the_scheduled_sweep_recovers_a_lapsed_job_without_a_manual_call(conn, q
     (held,) = echomq.claim(conn, queue, lease_ms=100)
     with BatchScheduler(conn) as batch:
         batch.add_sweep(queue, interval_ms=50, max_stalled=2)
-        wait_for(lambda: echomq.counts(conn, queue).pending == 1)
+        wait_until(lambda: echomq.counts(conn, queue).pending == 1)
     job = echomq.get_job(conn, queue, job_id)
     assert job is not None and job.state == "pending" and job.stalled == 1
     assert batch.sweeps[queue].recovered == [held.id] or batch.passes > 1
@@ -35,7 +30,7 @@ def test_two_schedulers_never_double_count_a_stall(conn, queue):
     for batch in (first, second):
         batch.add_sweep(queue, interval_ms=20, max_stalled=5)
     with first, second:
-        wait_for(lambda: echomq.counts(conn, queue).pending == 50)
+        wait_until(lambda: echomq.counts(conn, queue).pending == 50)
         time.sleep(0.1)  # more passes over an empty active set change nothing
     stalls = [echomq.get_job(conn, queue, i).stalled for i in ids]  # type: ignore[union-attr]
     assert stalls == [1] * 50
@@ -53,7 +48,7 @@ def test_a_failing_pass_is_logged_and_the_next_one_runs(conn, queue, private_ser
         # the scripted sweep counts the stall (dead at max_stalled=1); the functions
         # sweep sees a lease from before the restart and recovers it uncounted
         settled = "dead" if conn.executor_name == "scripts" else "pending"
-        wait_for(lambda: getattr(echomq.counts(private, queue), settled) == 1)
+        wait_until(lambda: getattr(echomq.counts(private, queue), settled) == 1)
     assert "stalled sweep" in caplog.text and "failed" in caplog.text
 
 

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from helpers import wait_until
+
 import echomq
 from echomq.queue.keys import Keys
 
@@ -26,13 +28,6 @@ def worker(
     )
 
 
-def wait_for(predicate, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
-
-
 def test_kill_9_mid_handler_loses_nothing_and_settles_everything_once(server_url, queue):
     conn = echomq.connect(server_url)
     total = 600
@@ -40,12 +35,12 @@ def test_kill_9_mid_handler_loses_nothing_and_settles_everything_once(server_url
     opts = ("--concurrency", "4", "--lease-ms", "700", "--record", "--recovery", "reap")
     procs = [worker(server_url, queue, "tests.workers:slow", *opts) for _ in range(3)]
     try:
-        wait_for(lambda: echomq.counts(conn, queue).completed >= 100)
+        wait_until(lambda: echomq.counts(conn, queue).completed >= 100, timeout=30)
         victim = procs[0]
         assert echomq.counts(conn, queue).active > 0
         os.kill(victim.pid, signal.SIGKILL)  # mid-handler: it holds claimed jobs
         victim.wait(10)
-        wait_for(lambda: echomq.counts(conn, queue).completed == total, timeout=60)
+        wait_until(lambda: echomq.counts(conn, queue).completed == total, timeout=60)
     finally:
         for p in procs:
             if p.poll() is None:
@@ -64,7 +59,7 @@ def test_sigterm_hands_back_running_jobs_and_exits(server_url, queue):
     proc = worker(server_url, queue, "tests.workers:sleepy", "--concurrency", "2",
                   "--lease-ms", "60000", "--grace-ms", "200")
     try:
-        wait_for(lambda: echomq.counts(conn, queue).active == 2)
+        wait_until(lambda: echomq.counts(conn, queue).active == 2, timeout=30)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0
     finally:
@@ -86,7 +81,7 @@ def test_a_second_signal_skips_the_grace_period(server_url, queue):
     echomq.add(conn, queue, {"n": 1})
     proc = worker(server_url, queue, "tests.workers:sleepy", "--grace-ms", "60000")
     try:
-        wait_for(lambda: echomq.counts(conn, queue).active == 1)
+        wait_until(lambda: echomq.counts(conn, queue).active == 1, timeout=30)
         proc.send_signal(signal.SIGTERM)
         time.sleep(0.3)
         assert proc.poll() is None  # the first signal waits for the running handler
@@ -105,9 +100,9 @@ def test_workers_ride_out_a_server_restart(private_server, queue):
     proc = worker(private_server.url, queue, "tests.workers:slow", "--concurrency", "4",
                   "--lease-ms", "1000", "--record")
     try:
-        wait_for(lambda: echomq.counts(conn, queue).completed >= 50)
+        wait_until(lambda: echomq.counts(conn, queue).completed >= 50, timeout=30)
         private_server.restart()  # AOF on: every acknowledged write survives
-        wait_for(lambda: echomq.counts(conn, queue).completed == total, timeout=60)
+        wait_until(lambda: echomq.counts(conn, queue).completed == total, timeout=60)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(20)

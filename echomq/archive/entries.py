@@ -16,8 +16,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from json.encoder import encode_basestring as _encode_str
 from typing import IO, Any
+
+import orjson
 
 from echomq.errors import InvalidArgument, InvalidKey
 from echomq.queue.keys import check_name
@@ -224,12 +225,11 @@ def parse_entry(
 def entry_line(stream_id: str, fields: Mapping[str, str]) -> bytes:
     """The canonical bytes of one raw entry: the slice line and the floor's stored value.
 
-    Exactly ``json.dumps({"id": ..., "fields": ...}, ensure_ascii=False,
-    separators=(",", ":"))``, built from the C string encoder: the fold's hottest line.
+    The same bytes as ``json.dumps({"id": ..., "fields": ...}, ensure_ascii=False,
+    separators=(",", ":")).encode()`` (a test holds them equal), written by orjson
+    because this is the fold's hottest line.
     """
-    enc = _encode_str
-    body = ",".join([enc(k) + ":" + enc(v) for k, v in fields.items()])
-    return ('{"id":' + enc(stream_id) + ',"fields":{' + body + "}}").encode()
+    return orjson.dumps({"id": stream_id, "fields": fields})
 
 
 def parse_line(line: bytes) -> tuple[str, dict[str, str]]:

@@ -131,6 +131,10 @@ class _Process:
             process.wait()
 
 
+PROBE_BUCKET = "emq-ready"
+"""A bucket of the launcher's own, for the readiness probe."""
+
+
 class SeaweedS3(_Process):
     """A private SeaweedFS (``weed mini``) whose S3 endpoint requires our credentials."""
 
@@ -177,7 +181,38 @@ class SeaweedS3(_Process):
         (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         self._spawn(self._argv(), env, self.data_dir / "weed.log")
+        self._wait_storage_ready()
         return self
+
+    def _wait_storage_ready(self) -> None:
+        """The S3 port answers before the filer and volume servers can store: wait for a
+        signed write and read of a probe object, so callers never meet that window."""
+        import boto3
+        from botocore.config import Config
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        client = boto3.client(
+            "s3", endpoint_url=self.endpoint_url, region_name="us-east-1",
+            aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key,
+            config=Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=5),
+        )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                try:
+                    client.head_bucket(Bucket=PROBE_BUCKET)
+                except ClientError:
+                    client.create_bucket(Bucket=PROBE_BUCKET)
+                client.put_object(Bucket=PROBE_BUCKET, Key="ready", Body=b"ok")
+                if client.get_object(Bucket=PROBE_BUCKET, Key="ready")["Body"].read() == b"ok":
+                    return
+            except (BotoCoreError, ClientError):
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise LauncherError(f"{self.name} at {self.endpoint_url} could not store an "
+                                    f"object in time; see {self.data_dir / 'weed.log'}")
+            time.sleep(0.1)
 
     def restart(self) -> None:
         self.stop()

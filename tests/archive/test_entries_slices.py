@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 
 import pytest
 from hypothesis import given
@@ -156,3 +157,12 @@ def test_entry_lines_round_trip() -> None:
     assert parse_line(line) == ("7-3", GOOD)
     with pytest.raises(ValueError):
         parse_line(b'{"id": 5}')
+
+
+@given(st.dictionaries(st.text(st.characters(exclude_categories=["Cs"])),
+                       st.text(st.characters(exclude_categories=["Cs"])), max_size=6),
+       st.text(st.characters(exclude_categories=["Cs"]), min_size=1))
+def test_entry_line_is_the_standard_json_encoding(fields: dict[str, str], sid: str) -> None:
+    expected = json.dumps({"id": sid, "fields": fields}, ensure_ascii=False,
+                          separators=(",", ":")).encode()
+    assert entry_line(sid, fields) == expected
