@@ -86,6 +86,43 @@ def one_run(conn: object, work: Path, weed: SeaweedS3, entries: int, slice_count
     return out
 
 
+def rows(entries: int = 200_000, runs: int = 3, slice_count: int = 10_000,
+         console: Console | None = None) -> list[tuple[str, str]]:
+    """Run the archive benchmark ``runs`` times on private servers; the table's rows."""
+    results = []
+    with tempfile.TemporaryDirectory(prefix="emq-bench-") as folder:
+        work = Path(folder)
+        valkey = EmbeddedValkey(work / "valkey").start()
+        weed = SeaweedS3(work / "weed").start()
+        try:
+            conn = connect(valkey.url)
+            for n in range(runs):
+                results.append(one_run(conn, work, weed, entries, slice_count))
+                if console is not None:
+                    console.print(f"run {n + 1}: " + ", ".join(
+                        f"{k}={v:,.0f}" for k, v in results[-1].items()))
+        finally:
+            weed.cleanup()
+            valkey.cleanup()
+
+    def med(name: str) -> float:
+        return statistics.median(r[name] for r in results)
+
+    label = f"archive ({entries:,} outcomes, slices of {slice_count:,})"
+    return [
+        (f"{label}: fold, floor only (entries/s; target >= 100,000)",
+         f"{med('floor_rate'):,.0f}"),
+        (f"{label}: fold, floor + SeaweedFS S3 (entries/s; target >= 50,000)",
+         f"{med('s3_rate'):,.0f}"),
+        (f"{label}: restore from SeaweedFS S3 (entries/s)", f"{med('restore_rate'):,.0f}"),
+        (f"{label}: floor size per entry (B)", f"{med('floor_bytes_per_entry'):,.0f}"),
+        (f"{label}: Redis used_memory before / after trim (MiB)",
+         f"{med('used_before') / 2**20:,.1f} / {med('used_after') / 2**20:,.1f}"),
+        (f"{label}: stream MEMORY USAGE before / after",
+         f"{med('stream_before') / 2**20:,.1f} MiB / {med('stream_after'):,.0f} B"),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=200_000)
@@ -93,38 +130,11 @@ def main() -> None:
     parser.add_argument("--slice-count", type=int, default=10_000)
     args = parser.parse_args()
     console = Console()
-    with tempfile.TemporaryDirectory(prefix="emq-bench-") as folder:
-        work = Path(folder)
-        valkey = EmbeddedValkey(work / "valkey").start()
-        weed = SeaweedS3(work / "weed").start()
-        try:
-            conn = connect(valkey.url)
-            runs = []
-            for n in range(args.runs):
-                runs.append(one_run(conn, work, weed, args.entries, args.slice_count))
-                console.print(f"run {n + 1}: " + ", ".join(
-                    f"{k}={v:,.0f}" for k, v in runs[-1].items()))
-        finally:
-            weed.cleanup()
-            valkey.cleanup()
-
-    def med(name: str) -> float:
-        return statistics.median(r[name] for r in runs)
-
-    table = Table(title=f"archive: {args.entries:,} outcomes, slices of {args.slice_count:,}, "
-                        f"median of {args.runs}")
+    table = Table(title=f"median of {args.runs}")
     table.add_column("measure")
     table.add_column("value", justify="right")
-    table.add_column("target", justify="right")
-    table.add_row("fold, floor only", f"{med('floor_rate'):,.0f} entries/s", ">= 100,000")
-    table.add_row("fold, floor + SeaweedFS S3", f"{med('s3_rate'):,.0f} entries/s", ">= 50,000")
-    table.add_row("restore from SeaweedFS S3", f"{med('restore_rate'):,.0f} entries/s",
-                  ">= fold with S3")
-    table.add_row("floor size per entry", f"{med('floor_bytes_per_entry'):,.0f} B", "")
-    table.add_row("Redis used_memory before trim", f"{med('used_before') / 2**20:,.1f} MiB", "")
-    table.add_row("Redis used_memory after trim", f"{med('used_after') / 2**20:,.1f} MiB", "")
-    table.add_row("stream MEMORY USAGE before", f"{med('stream_before') / 2**20:,.1f} MiB", "")
-    table.add_row("stream MEMORY USAGE after", f"{med('stream_after'):,.0f} B", "")
+    for name, value in rows(args.entries, args.runs, args.slice_count, console):
+        table.add_row(name, value)
     console.print(table)
 
 
