@@ -28,7 +28,7 @@ from echomq.jobs.lease import extend_lock, reap
 from echomq.jobs.settle import complete, complete_many, fail, release_many, remove_job
 from echomq.jobs.stalled import stalled_check
 from echomq.models import CancelVerdict, ClaimedJob, Counts, Job, JobState, StalledSweep
-from echomq.queue.admin import counts, dead_jobs, get_job, metrics, set_group_limit
+from echomq.queue.admin import counts, dead_jobs, get_job, metrics, purge, set_group_limit
 from echomq.queue.claim import claim
 from echomq.queue.connection import Connection, connect
 from echomq.queue.enqueue import add, add_many
@@ -86,6 +86,7 @@ __all__ = [
     "get_job",
     "metrics",
     "publish",
+    "purge",
     "reap",
     "release_many",
     "remove_job",

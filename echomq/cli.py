@@ -226,6 +226,17 @@ def dead(ctx: click.Context, queue: str, limit: int, as_json: bool) -> None:
 
 @main.command()
 @click.option("--queue", "-q", required=True)
+@click.option("--state", type=click.Choice(["dead", "completed"]), default="dead",
+              show_default=True)
+@click.option("--keep", default=0, show_default=True, help="The newest rows to keep.")
+@click.pass_context
+def purge(ctx: click.Context, queue: str, state: str, keep: int) -> None:
+    """Forget finished jobs in Redis (the archive keeps a declared stream's history)."""
+    click.echo(f"purged {echomq.purge(_connect(ctx), queue, state, keep)} {state} job(s)")
+
+
+@main.command()
+@click.option("--queue", "-q", required=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def status(ctx: click.Context, queue: str, as_json: bool) -> None:

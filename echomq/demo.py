@@ -124,7 +124,8 @@ def _run(conn: echomq.Connection, remote: Any, root: Path) -> None:
     console.print(f"after the scheduled fold: stream {conn.redis.xlen(stream)} entries; "
                   f"bucket objects: {len(remote.list_slices(QUEUE))} slice(s)")
 
-    _forget(conn)
+    forgotten = echomq.purge(conn, QUEUE, "completed") + echomq.purge(conn, QUEUE, "dead")
+    console.print(f"purged {forgotten} finished rows from Redis (echomq.purge)")
     console.print(_counts_table(conn, "Redis forgot the finished jobs"))
     with Floor(floor_path) as floor:
         console.print(_audit_table(floor, "audit from the LMDB floor"))
@@ -134,11 +135,3 @@ def _run(conn: echomq.Connection, remote: Any, root: Path) -> None:
         console.print(_audit_table(fresh, "audit after a restore from the bucket alone"))
         console.print(f"restored floor holds {len(fresh.audit(QUEUE))} entries")
 
-
-def _forget(conn: echomq.Connection) -> None:
-    """Drop finished rows and sets, as a retention policy would."""
-    keys = Keys(QUEUE)
-    for state_key in (keys.completed, keys.dead):
-        for job_id in conn.redis.zrange(state_key, 0, -1):
-            conn.redis.delete(keys.job(str(job_id)))
-        conn.redis.delete(state_key)

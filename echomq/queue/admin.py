@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import cast
 
+from echomq.errors import InvalidArgument
 from echomq.models import Counts, Job
 from echomq.queue import validate
 from echomq.queue.connection import Connection
@@ -56,3 +57,23 @@ def metrics(conn: Connection, queue: str) -> dict[str, int]:
 def dead_jobs(conn: Connection, queue: str, limit: int = 100) -> list[str]:
     validate.positive_int(limit, "limit")
     return [str(i) for i in conn.redis.zrange(Keys(queue).dead, 0, limit - 1)]
+
+
+PURGE_BATCH = 1000
+
+
+def purge(conn: Connection, queue: str, state: str = "dead", keep: int = 0) -> int:
+    """Forget finished jobs of ``state`` ("completed" or "dead") beyond the newest
+    ``keep``: their rows and set entries leave Redis; a declared stream's archive
+    keeps their history. Returns how many were deleted."""
+    if state not in ("completed", "dead"):
+        raise InvalidArgument(f"state must be 'completed' or 'dead', got {state!r}")
+    validate.non_negative_int(keep, "keep")
+    keys = Keys(queue)
+    state_key = keys.completed if state == "completed" else keys.dead
+    total = 0
+    while True:
+        n = int(conn.executor.run("purge", [state_key], [keys.base, keep, PURGE_BATCH]))
+        total += n
+        if n < PURGE_BATCH:
+            return total

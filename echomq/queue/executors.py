@@ -31,8 +31,9 @@ class Executor:
 
     name = "base"
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, url: str = "") -> None:
         self.client = client
+        self.url = url
 
     def run(self, transition: str, keys: Sequence[str], args: Sequence[Arg]) -> Any:
         try:
@@ -43,8 +44,7 @@ class Executor:
                 raise mapped from exc
             raise
         except redis.ConnectionError as exc:
-            url = self.client.connection_pool.connection_kwargs
-            raise ConnectionFailed(f"lost the server ({url.get('host', url)}): {exc}") from exc
+            raise ConnectionFailed(f"lost the server at {self.url}: {exc}") from exc
 
     def _run(self, t: registry.Transition, keys: Sequence[str], args: Sequence[Arg]) -> Any:
         raise NotImplementedError
@@ -69,7 +69,7 @@ class Executor:
                 for i, reply in zip(missing, again, strict=True):
                     replies[i] = reply
         except redis.ConnectionError as exc:
-            raise ConnectionFailed(f"lost the server: {exc}") from exc
+            raise ConnectionFailed(f"lost the server at {self.url}: {exc}") from exc
         out: list[Any] = []
         for reply in replies:
             if isinstance(reply, redis.ResponseError):
@@ -130,8 +130,8 @@ class FunctionsExecutor(Executor):
 
     name = "functions"
 
-    def __init__(self, client: redis.Redis) -> None:
-        super().__init__(client)
+    def __init__(self, client: redis.Redis, url: str = "") -> None:
+        super().__init__(client, url)
         self._checked = False
         self._lock = threading.Lock()
 
@@ -176,5 +176,5 @@ class FunctionsExecutor(Executor):
 
 def make_executor(conn: Connection) -> Executor:
     if conn.executor_name == "functions":
-        return FunctionsExecutor(conn.redis)
-    return ScriptsExecutor(conn.redis)
+        return FunctionsExecutor(conn.redis, conn.url)
+    return ScriptsExecutor(conn.redis, conn.url)
