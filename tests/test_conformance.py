@@ -21,6 +21,7 @@ from helpers import dump, epochs, normalise, run_id, wait_lapsed
 import echomq
 from echomq.jobs.settle import Settlement
 from echomq.models import ClaimedJob
+from echomq.queue import registry
 
 LONG = 60_000
 SHORT = 40
@@ -161,10 +162,19 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
              Settlement(keep.id, keep.token, "completed", '"again"')],
         ),
     )
+    # groups and operator verbs
+    s("add grouped", lambda: echomq.add(conn, q, {"g": 1}, group="g1"))
+    s("set_group_limit", lambda: echomq.set_group_limit(conn, q, "g1", 2))
+    s("purge completed keep 1", lambda: echomq.purge(conn, q, "completed", keep=1))
+    s("purge dead", lambda: echomq.purge(conn, q, "dead"))
     s("get_job", lambda: echomq.get_job(conn, q, short.id))
     s("counts", lambda: echomq.counts(conn, q))
     s("metrics", lambda: echomq.metrics(conn, q))
     return rec
+
+
+CALLED: set[str] = set()
+"""Every transition the scenario ran, by name."""
 
 
 @pytest.fixture(scope="module")
@@ -173,10 +183,22 @@ def records(server_url: str) -> Iterator[tuple[Record, Record]]:
     out = []
     for name in ("scripts", "functions"):
         conn = echomq.connect(server_url, executor=name)  # type: ignore[arg-type]
+        executor = conn.executor
+        original = executor._run
+
+        def noting(t: Any, keys: Any, args: Any, original: Any = original) -> Any:
+            CALLED.add(t.name)
+            return original(t, keys, args)
+
+        executor._run = noting  # type: ignore[method-assign]
         out.append(scenario(conn, f"conf-{name}-{tag}"))
     yield out[0], out[1]
     for rec in out:
         rec.conn.close()
+
+
+def test_the_scenario_runs_every_transition(records: tuple[Record, Record]) -> None:
+    assert set(registry.transitions()) == CALLED
 
 
 def test_the_scenario_exercises_every_reply(records: tuple[Record, Record]) -> None:
@@ -215,8 +237,11 @@ def test_both_executors_leave_the_same_keyspace(records: tuple[Record, Record]) 
     scripts, functions = records
     for (label, _, want), (_, _, got) in zip(scripts.steps, functions.steps, strict=True):
         assert got == want, label
+    before_purge = next(snap for label, _, snap in scripts.steps if label == "set_group_limit")
+    assert {"active", "dead", "completed", "job:fixed", "metrics:failed", "groups"} <= set(
+        before_purge)
     final = scripts.steps[-1][2]
-    assert {"active", "dead", "completed", "job:fixed", "metrics:failed", "groups"} <= set(final)
+    assert "dead" not in final and "glimits" in final
 
 
 def test_only_the_functions_executor_stamps_lease_epoch(
