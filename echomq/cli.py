@@ -77,6 +77,8 @@ def main(url: str | None, executor: str, data_dir: str | None, log_level: str) -
     """EchoMQ: a reliable job queue on Redis/Valkey with a durable archive."""
     logging.basicConfig(level=log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for chatty in ("botocore", "boto3", "urllib3", "apscheduler"):  # their INFO is noise here
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLevelName(log_level)))
 
 
 @main.command()

@@ -49,6 +49,8 @@ def _remote_options(fn: F) -> F:
         click.option("--checksum", envvar="EMQ_S3_CHECKSUM", default="when_required",
                      type=click.Choice(["when_required", "when_supported"]),
                      help="boto3 request_checksum_calculation."),
+        click.option("--create-bucket", is_flag=True, envvar="EMQ_S3_CREATE_BUCKET",
+                     help="Create the bucket when it does not exist."),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -61,13 +63,14 @@ def _url_option(fn: F) -> F:
 
 
 def _remote(bucket: str | None, prefix: str, endpoint_url: str | None, region: str | None,
-            checksum: str, required: bool = False) -> S3Remote | None:
+            checksum: str, create_bucket: bool = False, required: bool = False
+            ) -> S3Remote | None:
     if not bucket:
         if required:
             raise click.UsageError("this command needs --bucket (or EMQ_S3_BUCKET)")
         return None
     return S3Remote(bucket, prefix, endpoint_url=endpoint_url, region=region,
-                    request_checksum_calculation=checksum)
+                    request_checksum_calculation=checksum, create_bucket=create_bucket)
 
 
 def _connect(url: str | None) -> Any:
@@ -156,10 +159,11 @@ def undeclare_cmd(queues: tuple[str, ...], url: str | None) -> None:
 @_json_option
 def fold_cmd(queues: tuple[str, ...], url: str | None, floor_path: str, bucket: str | None,
              prefix: str, endpoint_url: str | None, region: str | None, checksum: str,
+             create_bucket: bool,
              slice_count: int, as_json: bool) -> None:
     """Fold QUEUES (default: every declared queue) into the floor and the remote."""
     conn = _connect(url)
-    remote = _remote(bucket, prefix, endpoint_url, region, checksum)
+    remote = _remote(bucket, prefix, endpoint_url, region, checksum, create_bucket)
     reports: list[FoldReport] = []
 
     def run() -> None:
@@ -235,9 +239,11 @@ def show_cmd(queue: str, job: str, floor_path: str, as_json: bool) -> None:
 @_json_option
 def restore_cmd(queues: tuple[str, ...], floor_path: str, bucket: str | None, prefix: str,
                 endpoint_url: str | None, region: str | None, checksum: str,
+             create_bucket: bool,
                 as_json: bool) -> None:
     """Rebuild the floor from the remote alone, verified (resumes when interrupted)."""
-    remote = _remote(bucket, prefix, endpoint_url, region, checksum, required=True)
+    remote = _remote(bucket, prefix, endpoint_url, region, checksum, create_bucket,
+                     required=True)
     assert remote is not None
     out: dict[str, Any] = {}
     _guard(lambda: out.update(restore(remote, floor_path, list(queues) or None,
@@ -251,9 +257,11 @@ def restore_cmd(queues: tuple[str, ...], floor_path: str, bucket: str | None, pr
 @_json_option
 def verify_cmd(queues: tuple[str, ...], bucket: str | None, prefix: str,
                endpoint_url: str | None, region: str | None, checksum: str,
+             create_bucket: bool,
                as_json: bool) -> None:
     """Check every slice's checksum and that each queue's chain has no gap."""
-    remote = _remote(bucket, prefix, endpoint_url, region, checksum, required=True)
+    remote = _remote(bucket, prefix, endpoint_url, region, checksum, create_bucket,
+                     required=True)
     assert remote is not None
     out: dict[str, Any] = {}
     _guard(lambda: out.update(verify(remote, list(queues) or None,

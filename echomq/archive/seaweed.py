@@ -10,7 +10,7 @@ an unsigned request or a wrong key is refused.
 ``MotoS3`` runs moto's server mode in a child process: no credentials, but the same
 conditional-write semantics, which is why the remote contract runs against both.
 
-``python -m echomq.archive.seaweed DIR`` runs a SeaweedFS endpoint in the foreground.
+``python -m echomq.archive DIR`` runs a SeaweedFS endpoint in the foreground.
 """
 
 from __future__ import annotations
@@ -276,6 +276,11 @@ def main() -> None:
     """Run a SeaweedFS S3 endpoint in the foreground, printing how to reach it."""
     folder = sys.argv[1] if len(sys.argv) > 1 else str(Path.cwd() / ".echomq" / "seaweedfs")
     port = int(os.environ.get("EMQ_S3_PORT", "8333"))
+
+    def on_term(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)  # stop the server too, not just this launcher
     server = SeaweedS3(folder, s3_port=port).start()
     print(f"S3 endpoint: {server.endpoint_url}", flush=True)
     print(f"AWS_ACCESS_KEY_ID={server.access_key}", flush=True)

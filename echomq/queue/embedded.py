@@ -175,20 +175,24 @@ class EmbeddedValkey:
 
 
 def main() -> None:
-    """``python -m echomq.queue.embedded [DIR]``: run one server in the foreground."""
+    """``python -m echomq.queue [DIR]``: run one server in the foreground until
+    Ctrl-C or SIGTERM, then stop it (it never outlives this launcher by design)."""
     import sys
 
+    def on_term(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
     server = EmbeddedValkey(sys.argv[1] if len(sys.argv) > 1 else None)
     server.start()
     print(server.url, flush=True)
     try:
-        assert server._process is not None
-        server._process.wait()
+        while server.running():
+            time.sleep(0.5)
     except KeyboardInterrupt:
         pass
     finally:
         server.stop()
-
 
 if __name__ == "__main__":
     main()
