@@ -24,15 +24,14 @@ import redis
 from echomq.errors import ConnectionFailed, EchoMQError, InvalidArgument
 from echomq.jobs import cancel as cancel_tokens
 from echomq.jobs.handler import JobContext, execute
-from echomq.jobs.lease import reap
-from echomq.jobs.settle import DEFAULT_BACKOFF_CAP_MS, DEFAULT_BACKOFF_MS, KEEP_ALL
+from echomq.jobs.lease import extend_call, reap
+from echomq.jobs.settle import DEFAULT_BACKOFF_CAP_MS, DEFAULT_BACKOFF_MS, KEEP_ALL, release_many
 from echomq.jobs.settler import Settler
 from echomq.jobs.stalled import DEFAULT_MAX_STALLED, stalled_check
 from echomq.queue import validate
-from echomq.queue.claim import DEFAULT_LEASE_MS, MAX_CLAIM
+from echomq.queue.claim import DEFAULT_LEASE_MS, MAX_CLAIM, claim_call
 from echomq.queue.connection import Connection
 from echomq.queue.events import Event
-from echomq.queue.executors import Call
 from echomq.queue.keys import Keys
 
 log = logging.getLogger("echomq.consumer")
@@ -215,11 +214,8 @@ class Consumer:
     def _release(self, jobs: list[JobContext]) -> None:
         if not jobs:
             return
-        args: list[str | int] = [self.keys.base]
-        for job in jobs:
-            args += [job.id, job.token]
         try:
-            self.conn.executor.run("release", [self.keys.active], args)
+            release_many(self.conn, self.queue, [(job.id, job.token) for job in jobs])
             log.info("handed back %d unfinished job(s)", len(jobs))
         except (EchoMQError, redis.RedisError) as exc:
             log.warning("could not hand back %d job(s); their leases will lapse: %s",
@@ -245,9 +241,7 @@ class Consumer:
                 return
             self._wake.clear()  # an add from here on wakes the idle wait below
             try:
-                flat = self.conn.executor.run(
-                    "claim", [self.keys.pending, self.keys.scheduled, self.keys.active],
-                    [self.keys.base, self.lease_ms, want])
+                flat = self.conn.executor.run(*claim_call(self.keys, self.lease_ms, want))
             except (ConnectionFailed, redis.RedisError) as exc:
                 failures += 1
                 delay = min(5.0, 0.1 * 2**failures)
@@ -376,11 +370,7 @@ class Consumer:
 
     def _extend_running(self) -> None:
         jobs = list(self._running.values())
-        calls: list[Call] = [
-            ("extend_lock", [self.keys.active, self.keys.job(j.id)], [j.id, j.token,
-                                                                      self.lease_ms])
-            for j in jobs
-        ]
+        calls = [extend_call(self.keys, j.id, j.token, self.lease_ms) for j in jobs]
         for job, reply in zip(jobs, self.conn.executor.run_many(calls), strict=True):
             if isinstance(reply, Exception) or int(reply) != 1:
                 cancel_tokens.cancel(job.cancel_token, "lease lost")

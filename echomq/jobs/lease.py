@@ -9,6 +9,7 @@ from __future__ import annotations
 from echomq.errors import InvalidArgument
 from echomq.queue import validate
 from echomq.queue.connection import Connection
+from echomq.queue.executors import Call
 from echomq.queue.keys import Keys
 from echomq.queue.replies import raise_for_code
 
@@ -25,13 +26,13 @@ def extend_lock(conn: Connection, queue: str, job_id: str, token: int, lease_ms:
     validate.positive_int(lease_ms, "lease_ms")
     if isinstance(token, bool) or not isinstance(token, int):
         raise InvalidArgument(f"token must be an int, got {token!r}")
-    keys = Keys(queue)
-    code = int(
-        conn.executor.run(
-            "extend_lock", [keys.active, keys.job(job_id)], [job_id, token, lease_ms]
-        )
-    )
+    code = int(conn.executor.run(*extend_call(Keys(queue), job_id, token, lease_ms)))
     raise_for_code(code, job_id, "extend_lock")
+
+
+def extend_call(keys: Keys, job_id: str, token: int, lease_ms: int) -> Call:
+    """The ``extend_lock`` transition (extend_lock.lua's KEYS and ARGV)."""
+    return ("extend_lock", [keys.active, keys.job(job_id)], [job_id, token, lease_ms])
 
 
 def reap(conn: Connection, queue: str) -> list[str]:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from echomq.errors import EchoMQError, InvalidArgument
 from echomq.queue import validate
 from echomq.queue.connection import Connection
+from echomq.queue.executors import Call
 from echomq.queue.keys import Keys
 from echomq.queue.replies import CODES, raise_for_code
 
@@ -63,16 +64,28 @@ def complete_many(
     """
     if not settlements:
         return []
-    keys = Keys(queue)
+    codes = conn.executor.run(*complete_call(Keys(queue), settlements, record, keep))
+    return per_job_errors("complete", [s.job_id for s in settlements], codes)
+
+
+def complete_call(
+    keys: Keys, settlements: Sequence[Settlement], record: bool, keep: int = KEEP_ALL
+) -> Call:
+    """The ``complete`` transition for a batch (complete.lua's KEYS and ARGV)."""
     args: list[str | int] = [keys.base, "1" if record else "0", keep]
     for s in settlements:
-        keys.job(s.job_id)
+        keys.job(s.job_id)  # the gate, before the wire
         args += [s.job_id, s.token, s.outcome, s.result]
-    codes = conn.executor.run("complete", [keys.active, keys.completed], args)
+    return ("complete", [keys.active, keys.completed], args)
+
+
+def per_job_errors(verb: str, job_ids: Sequence[str], codes: Sequence[Any]
+                   ) -> list[EchoMQError | None]:
+    """A batch transition's codes as None (done) or the error each job met."""
     out: list[EchoMQError | None] = []
-    for s, code in zip(settlements, codes, strict=True):
+    for job_id, code in zip(job_ids, codes, strict=True):
         error = CODES.get(int(code))
-        out.append(error(f"complete {s.job_id!r}: {error.__name__}") if error else None)
+        out.append(error(f"{verb} {job_id!r}: {error.__name__}") if error else None)
     return out
 
 
@@ -131,18 +144,22 @@ def fail(
     while tries remain) or ``"dead"`` (dead-lettered with ``last_error``)."""
     validate.positive_int(backoff_ms, "backoff_ms")
     validate.positive_int(backoff_cap_ms, "backoff_cap_ms")
-    keys = Keys(queue)
-    keys.job(job_id)  # the gate, before the wire
-    code = int(
-        conn.executor.run(
-            "fail",
-            [keys.active, keys.scheduled, keys.dead],
-            [keys.base, job_id, token, error_text(error),
-             backoff_ms, backoff_cap_ms, "1" if record else "0"],
-        )
-    )
+    call = fail_call(Keys(queue), job_id, token, error_text(error), backoff_ms=backoff_ms,
+                     backoff_cap_ms=backoff_cap_ms, record=record)
+    code = int(conn.executor.run(*call))
     raise_for_code(code, job_id, "fail")
     return "retrying" if code == 1 else "dead"
+
+
+def fail_call(
+    keys: Keys, job_id: str, token: int, error: str, *, backoff_ms: int = DEFAULT_BACKOFF_MS,
+    backoff_cap_ms: int = DEFAULT_BACKOFF_CAP_MS, record: bool = False,
+) -> Call:
+    """The ``fail`` transition for one job (fail.lua's KEYS and ARGV)."""
+    keys.job(job_id)  # the gate, before the wire
+    return ("fail", [keys.active, keys.scheduled, keys.dead],
+            [keys.base, job_id, token, error, backoff_ms, backoff_cap_ms,
+             "1" if record else "0"])
 
 
 def release_many(
@@ -154,14 +171,10 @@ def release_many(
     keys = Keys(queue)
     args: list[str | int] = [keys.base]
     for job_id, token in held:
-        keys.job(job_id)
+        keys.job(job_id)  # the gate, before the wire
         args += [job_id, token]
     codes = conn.executor.run("release", [keys.active], args)
-    out: list[EchoMQError | None] = []
-    for (job_id, _), code in zip(held, codes, strict=True):
-        error = CODES.get(int(code))
-        out.append(error(f"release {job_id!r}: {error.__name__}") if error else None)
-    return out
+    return per_job_errors("release", [job_id for job_id, _ in held], codes)
 
 
 def remove_job(conn: Connection, queue: str, job_id: str) -> None:

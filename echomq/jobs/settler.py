@@ -16,6 +16,7 @@ from typing import Any
 
 from echomq.errors import ConnectionFailed
 from echomq.jobs.handler import JobContext, Outcome
+from echomq.jobs.settle import Settlement, complete_call, fail_call
 from echomq.queue.connection import Connection
 from echomq.queue.executors import Call
 from echomq.queue.keys import Keys
@@ -43,7 +44,7 @@ class Settler:
     ) -> None:
         self.conn = conn
         self.keys = keys
-        self.record = "1" if record else "0"
+        self.record = record
         self.keep_completed = keep_completed
         self.backoff_ms = backoff_ms
         self.backoff_cap_ms = backoff_cap_ms
@@ -116,17 +117,15 @@ class Settler:
         self._account(completes, fails, replies)
 
     def _calls(self, completes: list[Outcome], fails: list[Outcome]) -> list[Call]:
-        keys = self.keys
         calls: list[Call] = []
         if completes:
-            args: list[str | int] = [keys.base, self.record, self.keep_completed]
-            for o in completes:
-                args += [o.job.id, o.job.attempts, o.kind, o.text]
-            calls.append(("complete", [keys.active, keys.completed], args))
+            settlements = [Settlement(o.job.id, o.job.attempts, o.kind, o.text)  # type: ignore[arg-type]
+                           for o in completes]
+            calls.append(complete_call(self.keys, settlements, self.record, self.keep_completed))
         for o in fails:
-            calls.append(("fail", [keys.active, keys.scheduled, keys.dead],
-                          [keys.base, o.job.id, o.job.attempts, o.text, self.backoff_ms,
-                           self.backoff_cap_ms, self.record]))
+            calls.append(fail_call(self.keys, o.job.id, o.job.attempts, o.text,
+                                   backoff_ms=self.backoff_ms,
+                                   backoff_cap_ms=self.backoff_cap_ms, record=self.record))
         return calls
 
     def _account(self, completes: list[Outcome], fails: list[Outcome], replies: list[Any]) -> None:

@@ -8,6 +8,7 @@ from echomq.errors import InvalidArgument
 from echomq.models import ClaimedJob
 from echomq.queue import validate
 from echomq.queue.connection import Connection
+from echomq.queue.executors import Call
 from echomq.queue.keys import Keys
 
 DEFAULT_LEASE_MS = 30_000
@@ -27,10 +28,7 @@ def claim(
     validate.positive_int(count, "count")
     if count > MAX_CLAIM:
         raise InvalidArgument(f"count must be at most {MAX_CLAIM}, got {count}")
-    keys = Keys(queue)
-    flat = conn.executor.run(
-        "claim", [keys.pending, keys.scheduled, keys.active], [keys.base, lease_ms, count]
-    )
+    flat = conn.executor.run(*claim_call(Keys(queue), lease_ms, count))
     if not flat:
         return []
     deadline = int(flat[0])
@@ -38,3 +36,8 @@ def claim(
         ClaimedJob(flat[i], int(flat[i + 1]), json.loads(flat[i + 2]), deadline)
         for i in range(1, len(flat), 3)
     ]
+
+
+def claim_call(keys: Keys, lease_ms: int, count: int) -> Call:
+    """The ``claim`` transition (claim.lua's KEYS and ARGV); its reply is a flat list."""
+    return ("claim", [keys.pending, keys.scheduled, keys.active], [keys.base, lease_ms, count])
