@@ -16,7 +16,6 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -133,10 +132,8 @@ class Driver:
         self.wait_ms = wait_ms
         self.hook = hook
         self.compress_level = compress_level
-        self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="emq-fold-read")
 
     def close(self) -> None:
-        self._reader.shutdown(wait=True)
         if self._owns_floor:
             self.floor.close()
 
@@ -164,23 +161,15 @@ class Driver:
             end = self._stream_end(keys, queue)
             manifest = self._sync(queue, lease, tally) if self.remote is not None else None
             self._trim(queue, lease, tally)
-            ahead: Future[SliceContent | None] | None = None
             while end is not None:
                 checkpoint = self.floor.checkpoint(queue)
                 if not id_lt(checkpoint, end):
                     break
                 lease.renew()
                 with _quiet_gc():
-                    content = (ahead.result() if ahead is not None
-                               else self._read_slice(keys, queue, checkpoint, end))
-                    if content is None or content.meta.prev != checkpoint:
-                        # nothing read ahead, or it no longer follows the checkpoint
-                        content = self._read_slice(keys, queue, checkpoint, end)
+                    content = self._read_slice(keys, queue, checkpoint, end)
                     if content is None:
                         break
-                    # read the next slice while this one is committed (reads change nothing)
-                    ahead = self._reader.submit(
-                        self._read_slice, keys, queue, content.meta.last, end)
                     self._commit(content, tally)
                 if self.remote is not None:
                     manifest = self._upload(content, manifest, lease, tally)
