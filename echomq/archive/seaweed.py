@@ -26,6 +26,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from echomq.archive.remote import S3Remote
@@ -93,23 +94,32 @@ class _Process:
         self._wait_ready()
 
     def _wait_ready(self) -> None:
+        def answers() -> bool:
+            try:
+                with urllib.request.urlopen(self.endpoint_url + "/", timeout=2):
+                    return True
+            except urllib.error.HTTPError as answer:
+                answer.close()
+                return True  # it answers (403 without credentials is an answer)
+            except OSError:
+                return False
+
+        self._poll(answers, "did not answer in time")
+
+    def _poll(self, ready: Callable[[], bool], failure: str) -> None:
+        """Call ``ready`` until it answers True; stop the server and raise on a start
+        failure or after ``START_TIMEOUT_S``."""
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             if self._process is None or self._process.poll() is not None:
                 code = self._process.returncode if self._process else None
                 raise LauncherError(f"{self.name} exited with {code} at start; see {self._log}")
-            try:
-                with urllib.request.urlopen(self.endpoint_url + "/", timeout=2):
-                    return
-            except urllib.error.HTTPError as answer:
-                answer.close()
-                return  # it answers (403 without credentials is an answer)
-            except OSError:
-                pass
+            if ready():
+                return
             if time.monotonic() > deadline:
                 self.stop()
-                raise LauncherError(f"{self.name} at {self.endpoint_url} did not answer in "
-                                    f"time; see {self._log}")
+                raise LauncherError(f"{self.name} at {self.endpoint_url} {failure}; "
+                                    f"see {self._log}")
             time.sleep(0.1)
 
     @property
@@ -196,23 +206,19 @@ class SeaweedS3(_Process):
             aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key,
             config=Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=5),
         )
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
+        def stores() -> bool:
             try:
                 try:
                     client.head_bucket(Bucket=PROBE_BUCKET)
                 except ClientError:
                     client.create_bucket(Bucket=PROBE_BUCKET)
                 client.put_object(Bucket=PROBE_BUCKET, Key="ready", Body=b"ok")
-                if client.get_object(Bucket=PROBE_BUCKET, Key="ready")["Body"].read() == b"ok":
-                    return
+                body = client.get_object(Bucket=PROBE_BUCKET, Key="ready")["Body"].read()
             except (BotoCoreError, ClientError):
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise LauncherError(f"{self.name} at {self.endpoint_url} could not store an "
-                                    f"object in time; see {self.data_dir / 'weed.log'}")
-            time.sleep(0.1)
+                return False
+            return bool(body == b"ok")
+
+        self._poll(stores, "could not store an object in time")
 
     def restart(self) -> None:
         self.stop()

@@ -119,11 +119,11 @@ class Settler:
     def _calls(self, completes: list[Outcome], fails: list[Outcome]) -> list[Call]:
         calls: list[Call] = []
         if completes:
-            settlements = [Settlement(o.job.id, o.job.attempts, o.kind, o.text)  # type: ignore[arg-type]
+            settlements = [Settlement(o.job.id, o.job.token, o.kind, o.text)  # type: ignore[arg-type]
                            for o in completes]
             calls.append(complete_call(self.keys, settlements, self.record, self.keep_completed))
         for o in fails:
-            calls.append(fail_call(self.keys, o.job.id, o.job.attempts, o.text,
+            calls.append(fail_call(self.keys, o.job.id, o.job.token, o.text,
                                    backoff_ms=self.backoff_ms,
                                    backoff_cap_ms=self.backoff_cap_ms, record=self.record))
         return calls

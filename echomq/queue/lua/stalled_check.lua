@@ -43,12 +43,7 @@ local function dead_letter(jk, id, attempts, created)
 end
 
 local function recover(jk, id, g)
-  if g then
-    redis.call('ZADD', p .. 'lane:' .. g, 0, id)
-    emq_ring_offer(p, g)
-  else
-    redis.call('ZADD', KEYS[2], 0, id)
-  end
+  emq_make_pending(p, id, 0, g)  -- the front of pending, or of its lane
   redis.call('HSET', jk, 'state', 'pending')
   recovered[#recovered + 1] = id
 end
