@@ -15,7 +15,6 @@ import click
 import echomq
 from echomq.jobs.consumer import Consumer
 from echomq.jobs.scheduler import BatchScheduler
-from echomq.jobs.stalled import sweep_stalled
 from echomq.queue.connection import Connection
 
 log = logging.getLogger("echomq.cli")
@@ -196,6 +195,8 @@ def cancel(ctx: click.Context, queue: str, job_id: str, reason: str | None) -> N
 def sweep(ctx: click.Context, queue: str, max_stalled: int, limit: int, as_json: bool) -> None:
     """One stalled sweep, now (on functions, a pass meeting a lapsed grouped job runs
     the scripted sweep, as the Consumer and the scheduler do)."""
+    from echomq.jobs.stalled import sweep_stalled
+
     try:
         result = sweep_stalled(_connect(ctx), queue, max_stalled, limit)
     except echomq.EchoMQError as exc:
