@@ -21,8 +21,9 @@ MAX_INT = 2**41
 """The largest duration (ms) or count any verb accepts: 2,199,023,255,552 ms, about
 69.7 years. A lease or delay this long added to the server clock stays an exact
 integer in a Lua/IEEE double (< 2**53) for millennia, so a score never rounds, never
-becomes 1e30 and a deadline never turns negative; no count a server holds comes near
-it. Keep in step with ``EMQ_MAX_INT`` in ``lua/_lib.lua``."""
+becomes 1e30 and a deadline never turns negative; in seconds it stays below
+``threading.TIMEOUT_MAX``, so a host-side wait on it never overflows; no count a server
+holds comes near it. Keep in step with ``EMQ_MAX_INT`` in ``lua/_lib.lua``."""
 
 MAX_PAYLOAD_DEPTH = 256
 """The deepest nesting of lists and objects a payload may have. Far beyond real data,
