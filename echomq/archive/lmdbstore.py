@@ -17,7 +17,7 @@ import errno
 import os
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -59,6 +59,9 @@ def _data_bytes(path: str) -> int:
 def _lmdb_failure(path: str, what: str, exc: BaseException) -> FloorError:
     """The archive's error for an LMDB (or OS) failure at ``path``."""
     full = isinstance(exc, lmdb.DiskError) or getattr(exc, "errno", None) == errno.ENOSPC
+    if not full:  # LMDB reports a short write of a full disk as EIO: look at the disk
+        with suppress(OSError):
+            full = free_bytes(path) < MIN_FREE_BYTES
     if full:
         return FloorFull(f"the floor at {path}: {what} failed, the disk is full "
                          f"({free_bytes(path)} bytes free): {exc}")
