@@ -478,8 +478,12 @@ def fold_declared(conn: object, floor: Floor | str | os.PathLike[str],
                   remote: Remote | None = None, **options: object) -> dict[str, FoldReport]:
     """Fold every declared queue once (the scheduler's job). A queue that fails is
     reported with ``error`` set and the others still fold."""
-    driver = Driver(conn, floor, remote, **options)  # type: ignore[arg-type]
     reports: dict[str, FoldReport] = {}
+    try:
+        driver = Driver(conn, floor, remote, **options)  # type: ignore[arg-type]
+    except ArchiveError as exc:  # the floor cannot open: every queue failed, by name
+        log.warning("archive fold failed: %s", exc)
+        return {q: FoldReport(q, error=repr(exc)) for q in declared_queues(conn)}
     try:
         for queue in declared_queues(conn):
             try:

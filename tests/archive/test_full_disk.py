@@ -160,6 +160,9 @@ def test_a_floor_that_cannot_open_fails_every_queue_by_name(
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert [r["queue"] for r in rows] == [big.queue, small.queue]
     assert all("FloorFull" in r["error"] for r in rows)
+    reports = fold_declared(own_conn, small_fs / "floor")
+    assert sorted(reports) == [big.queue, small.queue]
+    assert all("FloorFull" in (r.error or "") for r in reports.values())
 
 
 def test_every_lmdb_failure_is_an_archive_error_naming_the_floor(tmp_path: Path) -> None:
