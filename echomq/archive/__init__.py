@@ -16,13 +16,22 @@ from echomq.archive.driver import (
 from echomq.archive.entries import ArchivedEntry, Outcome, QuarantinedEntry
 from echomq.archive.floor import Floor, FloorGap, FloorStatus
 from echomq.archive.lease import LeaseLost, NotDeclared
-from echomq.archive.remote import Manifest, ManifestConflict, Remote, RemoteRefused, S3Remote
-from echomq.archive.restore import QueueReport, plan, restore, verify
-from echomq.archive.slices import SliceCorrupt
+from echomq.archive.remote import (
+    Manifest,
+    ManifestConflict,
+    ManifestCorrupt,
+    Remote,
+    RemoteRefused,
+    S3Remote,
+    UploadUnconfirmed,
+)
+from echomq.archive.restore import ManifestMissing, QueueReport, plan, restore, verify
+from echomq.archive.slices import ChainBroken, SliceCorrupt
 
 __all__ = [
     "CRASH_POINTS",
     "ArchivedEntry",
+    "ChainBroken",
     "Driver",
     "Floor",
     "FloorGap",
@@ -31,6 +40,8 @@ __all__ = [
     "LeaseLost",
     "Manifest",
     "ManifestConflict",
+    "ManifestCorrupt",
+    "ManifestMissing",
     "NotDeclared",
     "Outcome",
     "QuarantinedEntry",
@@ -41,6 +52,7 @@ __all__ = [
     "S3Remote",
     "SliceCorrupt",
     "StreamRewound",
+    "UploadUnconfirmed",
     "declare",
     "declared_queues",
     "fold_declared",

@@ -26,9 +26,16 @@ from echomq.archive.declared import client, declared_queues, is_declared
 from echomq.archive.entries import entry_line, id_after, id_lt
 from echomq.archive.floor import Floor
 from echomq.archive.lease import FoldLease, NotDeclared
-from echomq.archive.remote import Manifest, ManifestConflict, Remote
+from echomq.archive.remote import Manifest, ManifestConflict, Remote, next_manifest
 from echomq.archive.restore import pull
-from echomq.archive.slices import ZERO_ID, RawItem, SliceContent, build_slice, decode_slice
+from echomq.archive.slices import (
+    GENESIS,
+    ZERO_ID,
+    RawItem,
+    SliceContent,
+    build_slice,
+    decode_slice,
+)
 from echomq.errors import ArchiveError, InvalidArgument
 from echomq.queue.keys import Keys
 
@@ -223,7 +230,8 @@ class Driver:
         if not items:
             return None
         return build_slice(queue, after, items, self.compress_level,
-                           encode=self.remote is not None)
+                           encode=self.remote is not None,
+                           prev_digest=self._prev_digest(queue))
 
     def _commit(self, content: SliceContent, tally: _Tally) -> None:
         added = self.floor.commit_slice(content, uploaded=False,
@@ -261,16 +269,17 @@ class Driver:
             if head == meta.prev:
                 if manifest is None:
                     self._check_unmanifested(content)
+                self._check_chain_head(content, manifest)
                 self.remote.put_slice(content)
                 self._at("before_manifest")
-                new = Manifest(meta.queue, meta.last, (manifest.slices if manifest else 0) + 1,
-                               (manifest.entries if manifest else 0) + meta.count)
+                new = next_manifest(manifest, meta)
                 try:
                     manifest = self.remote.write_manifest(new, manifest)
                 except ManifestConflict:
                     manifest = self.remote.read_manifest(meta.queue)
                     continue
-            elif not id_lt(head, meta.last) and self.remote.has_slice(content):
+                self._confirm_upload(content, manifest)
+            elif not id_lt(head, meta.last) and self._already_linked(content, manifest):
                 pass  # uploaded before a crash, and the manifest already covers it
             else:
                 raise RemoteConflict(
@@ -279,12 +288,55 @@ class Driver:
                     f"follows {meta.prev}; nothing is trimmed. Rebuild this floor with "
                     "restore, or point the driver at its own remote prefix."
                 )
+            self.floor.keep_digest(meta)
             self.floor.mark_uploaded(meta)
             tally.counts["uploaded"] += 1
             self._at("after_upload")
             return manifest
         raise RemoteConflict(f"the manifest of {meta.queue!r} keeps moving; another driver "
                              "is uploading without the lease")
+
+    # -- the chain of custody (items 15, 16) -----------------------------------------------
+
+    def _prev_digest(self, queue: str) -> str:
+        """The digest a new slice chains from: the floor's newest slice (none without a
+        remote, whose slices are chained when they are uploaded)."""
+        return self.floor.last_digest(queue) if self.remote is not None else GENESIS
+
+    def _check_chain_head(self, content: SliceContent, manifest: Manifest | None) -> None:
+        """The remote's newest slice must be the one this floor's slice follows: a manifest
+        whose head digest differs holds another (or a rewritten) history."""
+        assert self.remote is not None
+        head_digest = manifest.head_digest if manifest is not None else GENESIS
+        if content.meta.prev_digest != head_digest:
+            raise RemoteConflict(
+                f"{self.remote.address(content.meta.name)}: the remote's newest slice of "
+                f"{content.meta.queue!r} has digest {head_digest or '(none)'}, but this "
+                f"floor's slice follows {content.meta.prev_digest or '(none)'}: the remote's "
+                "history differs from this floor's (rewritten?); nothing is uploaded or "
+                "trimmed. Run verify with this floor."
+            )
+
+    def _confirm_upload(self, content: SliceContent, manifest: Manifest) -> None:
+        """Before the slice counts as uploaded (and may be trimmed), see it stored: a store
+        that answers 200 and keeps nothing raises ``UploadUnconfirmed`` here."""
+        assert self.remote is not None
+        self.remote.confirm_slice(content.meta)
+        self.remote.confirm_manifest(manifest)
+
+    def _already_linked(self, content: SliceContent, manifest: Manifest | None) -> bool:
+        """The slice is stored and the manifest lists it with this very digest."""
+        assert self.remote is not None
+        meta = content.meta
+        listed = [link for link in (manifest.chain if manifest else ())
+                  if link[:2] == (meta.first, meta.last)]
+        if listed and listed[0][2] != meta.digest:
+            raise RemoteConflict(
+                f"{self.remote.address(meta.name)}: the remote's manifest records digest "
+                f"{listed[0][2]} for this slice, this floor {meta.digest}: the histories "
+                "differ; nothing is trimmed. Run verify with this floor."
+            )
+        return bool(listed) and self.remote.has_slice(content)
 
     def _check_unmanifested(self, content: SliceContent) -> None:
         """No manifest yet: refuse if the remote already holds other slices of the queue."""
