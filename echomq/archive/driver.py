@@ -272,13 +272,14 @@ class Driver:
                 self._check_chain_head(content, manifest)
                 self.remote.put_slice(content)
                 self._at("before_manifest")
+                self._confirm_slice(content)
                 new = next_manifest(manifest, meta)
                 try:
                     manifest = self.remote.write_manifest(new, manifest)
                 except ManifestConflict:
                     manifest = self.remote.read_manifest(meta.queue)
                     continue
-                self._confirm_upload(content, manifest)
+                self._confirm_manifest(manifest)
             elif not id_lt(head, meta.last) and self._already_linked(content, manifest):
                 pass  # uploaded before a crash, and the manifest already covers it
             else:
@@ -317,11 +318,15 @@ class Driver:
                 "trimmed. Run verify with this floor."
             )
 
-    def _confirm_upload(self, content: SliceContent, manifest: Manifest) -> None:
-        """Before the slice counts as uploaded (and may be trimmed), see it stored: a store
-        that answers 200 and keeps nothing raises ``UploadUnconfirmed`` here."""
+    def _confirm_slice(self, content: SliceContent) -> None:
+        """Before the manifest points at the slice (and before any trim), see it stored: a
+        store that answers 200 and keeps nothing raises ``UploadUnconfirmed`` here."""
         assert self.remote is not None
         self.remote.confirm_slice(content.meta)
+
+    def _confirm_manifest(self, manifest: Manifest) -> None:
+        """The manifest that now covers the slice is stored as written, or raise."""
+        assert self.remote is not None
         self.remote.confirm_manifest(manifest)
 
     def _already_linked(self, content: SliceContent, manifest: Manifest | None) -> bool:
@@ -336,7 +341,12 @@ class Driver:
                 f"{listed[0][2]} for this slice, this floor {meta.digest}: the histories "
                 "differ; nothing is trimmed. Run verify with this floor."
             )
-        return bool(listed) and self.remote.has_slice(content)
+        if not listed:
+            return False
+        if not self.remote.has_slice(content):  # listed, but the store lost it: put it back
+            self.remote.put_slice(content)
+            self._confirm_slice(content)
+        return True
 
     def _check_unmanifested(self, content: SliceContent) -> None:
         """No manifest yet: refuse if the remote already holds other slices of the queue."""
