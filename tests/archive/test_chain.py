@@ -14,10 +14,11 @@ import json
 from pathlib import Path
 
 import pytest
-from archive_helpers import Recorder, floor_ids
+from archive_helpers import Recorder, bucket_name, floor_ids
 
 from echomq.archive import Driver, Floor, RemoteConflict, S3Remote, restore, verify
 from echomq.archive.entries import id_key
+from echomq.archive.seaweed import SeaweedS3
 from echomq.archive.slices import SliceRef
 from echomq.errors import ChecksumMismatch, MissingSlice
 
@@ -224,3 +225,39 @@ def test_older_formats_fail_clearly(rec: Recorder, remote: S3Remote, tmp_path: P
     with pytest.raises(Exception, match="older manifests predate chained slices") as info:
         verify(remote, progress=False)
     assert type(info.value).__name__ == "ManifestCorrupt"
+
+
+def test_the_command_line_refuses_a_cut_bucket_unless_asked(
+        rec: Recorder, seaweed: SeaweedS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from echomq.archive.cli import archive_cli
+
+    remote = seaweed.remote(bucket_name(), "")
+    fold(rec, remote, tmp_path / "floor")
+    for name, value in {"EMQ_S3_BUCKET": remote.bucket, "EMQ_S3_ENDPOINT_URL":
+                        seaweed.endpoint_url, "EMQ_S3_REGION": "us-east-1",
+                        "AWS_ACCESS_KEY_ID": seaweed.access_key,
+                        "AWS_SECRET_ACCESS_KEY": seaweed.secret_key}.items():
+        monkeypatch.setenv(name, value)
+
+    def run(*args: str) -> tuple[int, str]:
+        result = CliRunner().invoke(archive_cli, list(args))
+        return result.exit_code, result.output
+
+    code, out = run("verify", "--json", "--against-floor", str(tmp_path / "floor"))
+    head_digest = json.loads(out)["head_digest"]
+    assert code == 0 and json.loads(out)["slices"] == 3
+    code, out = run("verify", "--json", "--pin", f"{rec.queue}={head_digest}")
+    assert code == 0
+    code, out = run("verify", "--json", "--pin", f"{rec.queue}={'0' * 64}")
+    assert code == 1 and "ChainBroken" in out
+    remote.client.delete_object(Bucket=remote.bucket, Key=f"{rec.queue}/manifest.json")
+    code, out = run("restore", "--floor", str(tmp_path / "new"), "--json")
+    assert code == 1 and "ManifestMissing" in out and "--rebuild-manifest" in out
+    code, out = run("restore", "--floor", str(tmp_path / "new"), "--json",
+                    "--rebuild-manifest")
+    report = json.loads(out)
+    assert code == 0 and (report["entries"], report["rebuilt"]) == (30, True)
+    assert report["head_digest"] == head_digest
