@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from datetime import datetime
 from functools import partial
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -262,9 +263,7 @@ def restore_cmd(queues: tuple[str, ...], floor_path: str, bucket: str | None, pr
 @archive.command("verify")
 @click.option("--queue", "queues", multiple=True, help="Only these queues (repeatable).")
 @_remote_options
-@click.option("--against-floor", "against", type=click.Path(file_okay=False), default=None,
-              help="Also compare with the digests this floor uploaded (catches a bucket "
-                   "rewritten or cut consistently).")
+@_floor_option
 @click.option("--pin", "pins", multiple=True, metavar="QUEUE=DIGEST",
               help="A head_digest kept from an earlier report; it must still be on QUEUE's "
                    "chain (repeatable).")
@@ -272,13 +271,15 @@ def restore_cmd(queues: tuple[str, ...], floor_path: str, bucket: str | None, pr
 @_json_option
 def verify_cmd(queues: tuple[str, ...], bucket: str | None, prefix: str,
                endpoint_url: str | None, region: str | None, checksum: str,
-             create_bucket: bool, against: str | None, pins: tuple[str, ...],
+             create_bucket: bool, floor_path: str, pins: tuple[str, ...],
                rebuild_manifest: bool, as_json: bool) -> None:
-    """Check every slice's checksum and digest, and that each queue's chain is whole."""
+    """Check every slice's checksum and digest, and that each queue's chain is whole; with
+    a floor (--floor, when it exists) also that the bucket holds every slice it uploaded."""
     remote = _remote(bucket, prefix, endpoint_url, region, checksum, create_bucket,
                      required=True)
     assert remote is not None
     kept = dict(pin.partition("=")[::2] for pin in pins)
+    against = floor_path if Path(floor_path, "data.mdb").exists() else None
     out: dict[str, Any] = {}
     _guard(lambda: out.update(verify(remote, list(queues) or None,
                                      progress=None if not as_json else False,

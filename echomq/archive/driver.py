@@ -26,16 +26,9 @@ from echomq.archive.declared import client, declared_queues, is_declared
 from echomq.archive.entries import entry_line, id_after, id_lt
 from echomq.archive.floor import Floor
 from echomq.archive.lease import FoldLease, NotDeclared
-from echomq.archive.remote import Manifest, ManifestConflict, Remote, next_manifest
+from echomq.archive.remote import Manifest, ManifestConflict, Remote
 from echomq.archive.restore import pull
-from echomq.archive.slices import (
-    GENESIS,
-    ZERO_ID,
-    RawItem,
-    SliceContent,
-    build_slice,
-    decode_slice,
-)
+from echomq.archive.slices import ZERO_ID, RawItem, SliceContent, build_slice, decode_slice
 from echomq.errors import ArchiveError, InvalidArgument
 from echomq.queue.keys import Keys
 
@@ -273,7 +266,7 @@ class Driver:
                 self.remote.put_slice(content)
                 self._at("before_manifest")
                 self._confirm_slice(content)
-                new = next_manifest(manifest, meta)
+                new = self._next_manifest(manifest, content)
                 try:
                     manifest = self.remote.write_manifest(new, manifest)
                 except ManifestConflict:
@@ -302,13 +295,13 @@ class Driver:
     def _prev_digest(self, queue: str) -> str:
         """The digest a new slice chains from: the floor's newest slice (none without a
         remote, whose slices are chained when they are uploaded)."""
-        return self.floor.last_digest(queue) if self.remote is not None else GENESIS
+        return self.floor.last_digest(queue) if self.remote is not None else ""
 
     def _check_chain_head(self, content: SliceContent, manifest: Manifest | None) -> None:
         """The remote's newest slice must be the one this floor's slice follows: a manifest
         whose head digest differs holds another (or a rewritten) history."""
         assert self.remote is not None
-        head_digest = manifest.head_digest if manifest is not None else GENESIS
+        head_digest = manifest.head_digest if manifest is not None else ""  # the genesis
         if content.meta.prev_digest != head_digest:
             raise RemoteConflict(
                 f"{self.remote.address(content.meta.name)}: the remote's newest slice of "
@@ -317,6 +310,12 @@ class Driver:
                 "history differs from this floor's (rewritten?); nothing is uploaded or "
                 "trimmed. Run verify with this floor."
             )
+
+    @staticmethod
+    def _next_manifest(manifest: Manifest | None, content: SliceContent) -> Manifest:
+        """The manifest with ``content`` appended (to nothing: the queue's first slice)."""
+        meta = content.meta
+        return (manifest or Manifest(meta.queue, ZERO_ID, 0, 0)).extended(meta)
 
     def _confirm_slice(self, content: SliceContent) -> None:
         """Before the manifest points at the slice (and before any trim), see it stored: a

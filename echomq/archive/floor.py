@@ -35,14 +35,7 @@ from echomq.archive.entries import (
     write_jsonl,
 )
 from echomq.archive.lmdbstore import Dbs, LmdbStore, Txn
-from echomq.archive.slices import (
-    GENESIS,
-    ZERO_ID,
-    RawItem,
-    SliceContent,
-    SliceMeta,
-    build_slice,
-)
+from echomq.archive.slices import ZERO_ID, RawItem, SliceContent, SliceMeta, build_slice
 from echomq.errors import ArchiveError, ChecksumMismatch
 from echomq.queue.keys import check_name
 
@@ -290,7 +283,8 @@ class Floor(LmdbStore):
         return [SliceMeta.from_json(r) for r in records if r.get("uploaded") and r.get("digest")]
 
     def last_digest(self, queue: str) -> str:
-        """The digest the queue's next slice chains from (``GENESIS`` before the first)."""
+        """The digest the queue's next slice chains from (``""``, the genesis, before the
+        first)."""
         qk = _qk(queue)
         with self._read() as (txn, dbs):
             cur = txn.cursor(db=dbs["slices"])
@@ -298,13 +292,13 @@ class Floor(LmdbStore):
             found = cur.prev() if found else cur.last()
             key = cast(bytes, cur.key()) if found else b""
             if not key.startswith(qk):
-                return GENESIS
+                return ""
             return str(json.loads(cast(bytes, cur.value())).get("digest", ""))
 
     def digest_before(self, meta: SliceMeta) -> str:
         """The digest of the slice that ends at ``meta.prev`` (``""`` if unknown)."""
         if meta.prev == ZERO_ID:
-            return GENESIS
+            return ""  # the genesis: the first slice follows nothing
         qk = _qk(meta.queue)
         with self._read() as (txn, dbs):
             cur = txn.cursor(db=dbs["slices"])

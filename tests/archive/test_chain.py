@@ -246,13 +246,16 @@ def test_the_command_line_refuses_a_cut_bucket_unless_asked(
         result = CliRunner().invoke(archive_cli, list(args))
         return result.exit_code, result.output
 
-    code, out = run("verify", "--json", "--against-floor", str(tmp_path / "floor"))
+    code, out = run("verify", "--json", "--floor", str(tmp_path / "floor"))
     head_digest = json.loads(out)["head_digest"]
     assert code == 0 and json.loads(out)["slices"] == 3
     code, out = run("verify", "--json", "--pin", f"{rec.queue}={head_digest}")
     assert code == 0
     code, out = run("verify", "--json", "--pin", f"{rec.queue}={'0' * 64}")
     assert code == 1 and "ChainBroken" in out
+    code, out = run("verify", "--json", "--floor", str(tmp_path / "floor"), "--queue",
+                    rec.queue)  # the floor that uploaded the history: still the same
+    assert code == 0
     remote.client.delete_object(Bucket=remote.bucket, Key=f"{rec.queue}/manifest.json")
     code, out = run("restore", "--floor", str(tmp_path / "new"), "--json")
     assert code == 1 and "ManifestMissing" in out and "--rebuild-manifest" in out
