@@ -348,14 +348,23 @@ def verify(remote: Remote, queues: list[str] | None = None, progress: bool | Non
     """
     pins = pins or {}
     reports: dict[str, QueueReport] = {}
-    names = queues if queues is not None else remote.queues()
     with _floor(floor) as opened, _progress(progress, "verify") as task:
+        names = queues if queues is not None else _verified_queues(remote, opened)
         for queue in names:
             reports[queue] = verify_queue(remote, queue,
                                           task(queue, len(remote.list_slices(queue))),
                                           floor=opened, rebuild_manifest=rebuild_manifest,
                                           pin=pins.get(queue))
     return reports
+
+
+def _verified_queues(remote: Remote, floor: Floor | None) -> list[str]:
+    """The bucket's queues, and every queue the floor uploaded (a queue removed from the
+    bucket altogether is a cut history too)."""
+    names = set(remote.queues())
+    if floor is not None:
+        names.update(q for q in floor.queues() if floor.uploaded_slices(q))
+    return sorted(names)
 
 
 @contextmanager

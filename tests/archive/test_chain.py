@@ -95,6 +95,19 @@ def test_the_newest_slice_and_the_manifest_deleted_are_refused(
         verify(remote, progress=False, rebuild_manifest=True, floor=tmp_path / "floor")
 
 
+def test_a_queue_removed_from_the_bucket_is_caught_against_the_floor(
+        rec: Recorder, remote: S3Remote, tmp_path: Path) -> None:
+    fold(rec, remote, tmp_path / "floor")
+    for page in remote.client.get_paginator("list_objects_v2").paginate(
+            Bucket=remote.bucket, Prefix=f"{remote.prefix}{rec.queue}/"):
+        for obj in page.get("Contents", []):
+            remote.client.delete_object(Bucket=remote.bucket, Key=obj["Key"])
+    alone = verify(remote, progress=False)  # the bucket alone cannot know (SeaweedFS may
+    assert all(r.entries == 0 for r in alone.values())  # still list the empty folder)
+    with pytest.raises(MissingSlice, match="newest history was removed"):
+        verify(remote, progress=False, floor=tmp_path / "floor")
+
+
 def test_a_reordered_middle_is_refused(rec: Recorder, remote: S3Remote, tmp_path: Path) -> None:
     """Two middle slices exchange their entries' fields (ids kept, every header and
     checksum consistent): the history reads in another order."""
