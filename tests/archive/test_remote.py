@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from echomq.archive import ManifestConflict, RemoteRefused, S3Remote
+from echomq.archive import ManifestConflict, RemoteRefused, S3Remote, UploadUnconfirmed
 from echomq.archive.entries import entry_line
 from echomq.archive.remote import next_manifest
 from echomq.archive.seaweed import SeaweedS3
@@ -111,6 +111,23 @@ class TestRemoteContract:
         assert after is not None and after.head == "20-0" and after.slices == 2
         assert after.head_digest == b.meta.digest
         assert [link[2] for link in after.chain] == [a.meta.digest, b.meta.digest]
+
+    def test_confirm_sees_what_is_stored(self, remote: S3Remote) -> None:
+        content = slice_of("q", "0-0", 1, 10)
+        with pytest.raises(UploadUnconfirmed, match="does not have the object"):
+            remote.confirm_slice(content.meta)
+        remote.put_slice(content)
+        remote.confirm_slice(content.meta)
+        remote.client.put_object(Bucket=remote.bucket, Key=remote.prefix + content.meta.name,
+                                 Body=content.data[:-1],
+                                 Metadata={"sha256": content.meta.sha256})
+        with pytest.raises(UploadUnconfirmed, match=f"{content.meta.size} bytes"):
+            remote.confirm_slice(content.meta)
+        manifest = remote.write_manifest(next_manifest(None, content.meta), None)
+        remote.confirm_manifest(manifest)
+        with pytest.raises(UploadUnconfirmed):  # another manifest than the one stored
+            remote.confirm_manifest(manifest.extended(slice_of(
+                "q", "10-0", 11, 1, prev_digest=content.meta.digest).meta))
 
     def test_an_unreachable_store_is_unavailable_after_retries(self, remote: S3Remote) -> None:
         dead = S3Remote(remote.bucket, endpoint_url=f"http://127.0.0.1:{free_port()}",
