@@ -25,14 +25,23 @@ from echomq.archive.entries import ArchivedEntry, Outcome, QuarantinedEntry
 from echomq.archive.floor import Audit, Floor, FloorGap, FloorStatus, Gap
 from echomq.archive.lease import LeaseLost, NotArchiveOfRecord, NotDeclared
 from echomq.archive.lmdbstore import FloorError, FloorFull
-from echomq.archive.remote import Manifest, ManifestConflict, Remote, RemoteRefused, S3Remote
-from echomq.archive.restore import QueueReport, plan, restore, verify
-from echomq.archive.slices import SliceCorrupt
+from echomq.archive.remote import (
+    Manifest,
+    ManifestConflict,
+    ManifestCorrupt,
+    Remote,
+    RemoteRefused,
+    S3Remote,
+    UploadUnconfirmed,
+)
+from echomq.archive.restore import ManifestMissing, QueueReport, plan, restore, verify
+from echomq.archive.slices import ChainBroken, SliceCorrupt
 
 __all__ = [
     "CRASH_POINTS",
     "ArchivedEntry",
     "Audit",
+    "ChainBroken",
     "Driver",
     "Floor",
     "FloorError",
@@ -44,6 +53,8 @@ __all__ = [
     "LeaseLost",
     "Manifest",
     "ManifestConflict",
+    "ManifestCorrupt",
+    "ManifestMissing",
     "NotArchiveOfRecord",
     "NotDeclared",
     "Outcome",
@@ -56,6 +67,7 @@ __all__ = [
     "SliceCorrupt",
     "StreamGap",
     "StreamRewound",
+    "UploadUnconfirmed",
     "archive_of_record",
     "declare",
     "declared_queues",

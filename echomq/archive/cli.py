@@ -282,14 +282,21 @@ def show_cmd(queue: str, job: str, floor_path: str, as_json: bool) -> None:
         sys.exit(1)
 
 
+_rebuild_option = click.option(
+    "--rebuild-manifest", is_flag=True,
+    help="A queue with slices but no manifest: follow the chain of slices alone (its "
+         "newest history may have been cut; the report says the head found).")
+
+
 @archive.command("restore")
 @click.option("--queue", "queues", multiple=True, help="Only these queues (repeatable).")
 @_floor_option
 @_remote_options
+@_rebuild_option
 @_json_option
 def restore_cmd(queues: tuple[str, ...], floor_path: str, bucket: str | None, prefix: str,
                 endpoint_url: str | None, region: str | None, checksum: str,
-             create_bucket: bool,
+             create_bucket: bool, rebuild_manifest: bool,
                 as_json: bool) -> None:
     """Rebuild the floor from the remote alone, verified (resumes when interrupted)."""
     remote = _remote(bucket, prefix, endpoint_url, region, checksum, create_bucket,
@@ -297,7 +304,8 @@ def restore_cmd(queues: tuple[str, ...], floor_path: str, bucket: str | None, pr
     assert remote is not None
     out: dict[str, Any] = {}
     _guard(lambda: out.update(restore(remote, floor_path, list(queues) or None,
-                                      progress=None if not as_json else False)))
+                                      progress=None if not as_json else False,
+                                      rebuild_manifest=rebuild_manifest)))
     _emit(as_json, [r.to_dict() for r in out.values()], "restore")
 
 
@@ -305,20 +313,28 @@ def restore_cmd(queues: tuple[str, ...], floor_path: str, bucket: str | None, pr
 @click.option("--queue", "queues", multiple=True, help="Only these queues (repeatable).")
 @_remote_options
 @_floor_option
+@click.option("--pin", "pins", multiple=True, metavar="QUEUE=DIGEST",
+              help="A head_digest kept from an earlier report; it must still be on QUEUE's "
+                   "chain (repeatable).")
+@_rebuild_option
 @_json_option
 def verify_cmd(queues: tuple[str, ...], bucket: str | None, prefix: str,
                endpoint_url: str | None, region: str | None, checksum: str,
-             create_bucket: bool, floor_path: str,
-               as_json: bool) -> None:
-    """Check every slice's checksum and that each queue's chain has no gap; with a floor
-    (--floor, when it exists) also list the stream losses it recorded. Exits 1 on a loss
-    not acknowledged."""
+               create_bucket: bool, floor_path: str, pins: tuple[str, ...],
+               rebuild_manifest: bool, as_json: bool) -> None:
+    """Check every slice's checksum and digest, and that each queue's chain is whole; with
+    a floor (--floor, when it exists) also that the bucket holds every slice it uploaded,
+    and list the stream losses the floor recorded. Exits 1 on a loss not acknowledged."""
     remote = _remote(bucket, prefix, endpoint_url, region, checksum, create_bucket,
                      required=True)
     assert remote is not None
+    kept = dict(pin.partition("=")[::2] for pin in pins)
+    against = floor_path if Path(floor_path, "data.mdb").exists() else None
     out: dict[str, Any] = {}
     _guard(lambda: out.update(verify(remote, list(queues) or None,
-                                     progress=None if not as_json else False)))
+                                     progress=None if not as_json else False,
+                                     floor=against, rebuild_manifest=rebuild_manifest,
+                                     pins=kept)))
     gaps = _floor_gaps(floor_path) or {}
     rows = []
     for name, report in out.items():

@@ -270,7 +270,8 @@ class Driver:
         if not items:
             return None
         return build_slice(queue, after, items, self.compress_level,
-                           encode=self.remote is not None)
+                           encode=self.remote is not None,
+                           prev_digest=self._prev_digest(queue))
 
     def _commit(self, content: SliceContent, tally: _Tally) -> None:
         added = self.floor.commit_slice(content, uploaded=False,
@@ -308,16 +309,18 @@ class Driver:
             if head == meta.prev:
                 if manifest is None:
                     self._check_unmanifested(content)
+                self._check_chain_head(content, manifest)
                 self.remote.put_slice(content)
                 self._at("before_manifest")
-                new = Manifest(meta.queue, meta.last, (manifest.slices if manifest else 0) + 1,
-                               (manifest.entries if manifest else 0) + meta.count)
+                self._confirm_slice(content)
+                new = self._next_manifest(manifest, content)
                 try:
                     manifest = self.remote.write_manifest(new, manifest)
                 except ManifestConflict:
                     manifest = self.remote.read_manifest(meta.queue)
                     continue
-            elif not id_lt(head, meta.last) and self.remote.has_slice(content):
+                self._confirm_manifest(manifest)
+            elif not id_lt(head, meta.last) and self._already_linked(content, manifest):
                 pass  # uploaded before a crash, and the manifest already covers it
             else:
                 raise RemoteConflict(
@@ -326,12 +329,70 @@ class Driver:
                     f"follows {meta.prev}; nothing is trimmed. Rebuild this floor with "
                     "restore, or point the driver at its own remote prefix."
                 )
+            self.floor.keep_digest(meta)
             self.floor.mark_uploaded(meta)
             tally.counts["uploaded"] += 1
             self._at("after_upload")
             return manifest
         raise RemoteConflict(f"the manifest of {meta.queue!r} keeps moving; another driver "
                              "is uploading without the lease")
+
+    # -- the chain of custody (items 15, 16) -----------------------------------------------
+
+    def _prev_digest(self, queue: str) -> str:
+        """The digest a new slice chains from: the floor's newest slice (none without a
+        remote, whose slices are chained when they are uploaded)."""
+        return self.floor.last_digest(queue) if self.remote is not None else ""
+
+    def _check_chain_head(self, content: SliceContent, manifest: Manifest | None) -> None:
+        """The remote's newest slice must be the one this floor's slice follows: a manifest
+        whose head digest differs holds another (or a rewritten) history."""
+        assert self.remote is not None
+        head_digest = manifest.head_digest if manifest is not None else ""  # the genesis
+        if content.meta.prev_digest != head_digest:
+            raise RemoteConflict(
+                f"{self.remote.address(content.meta.name)}: the remote's newest slice of "
+                f"{content.meta.queue!r} has digest {head_digest or '(none)'}, but this "
+                f"floor's slice follows {content.meta.prev_digest or '(none)'}: the remote's "
+                "history differs from this floor's (rewritten?); nothing is uploaded or "
+                "trimmed. Run verify with this floor."
+            )
+
+    @staticmethod
+    def _next_manifest(manifest: Manifest | None, content: SliceContent) -> Manifest:
+        """The manifest with ``content`` appended (to nothing: the queue's first slice)."""
+        meta = content.meta
+        return (manifest or Manifest(meta.queue, ZERO_ID, 0, 0)).extended(meta)
+
+    def _confirm_slice(self, content: SliceContent) -> None:
+        """Before the manifest points at the slice (and before any trim), see it stored: a
+        store that answers 200 and keeps nothing raises ``UploadUnconfirmed`` here."""
+        assert self.remote is not None
+        self.remote.confirm_slice(content.meta)
+
+    def _confirm_manifest(self, manifest: Manifest) -> None:
+        """The manifest that now covers the slice is stored as written, or raise."""
+        assert self.remote is not None
+        self.remote.confirm_manifest(manifest)
+
+    def _already_linked(self, content: SliceContent, manifest: Manifest | None) -> bool:
+        """The slice is stored and the manifest lists it with this very digest."""
+        assert self.remote is not None
+        meta = content.meta
+        listed = [link for link in (manifest.chain if manifest else ())
+                  if link[:2] == (meta.first, meta.last)]
+        if listed and listed[0][2] != meta.digest:
+            raise RemoteConflict(
+                f"{self.remote.address(meta.name)}: the remote's manifest records digest "
+                f"{listed[0][2]} for this slice, this floor {meta.digest}: the histories "
+                "differ; nothing is trimmed. Run verify with this floor."
+            )
+        if not listed:
+            return False
+        if not self.remote.has_slice(content):  # listed, but the store lost it: put it back
+            self.remote.put_slice(content)
+            self._confirm_slice(content)
+        return True
 
     def _check_unmanifested(self, content: SliceContent) -> None:
         """No manifest yet: refuse if the remote already holds other slices of the queue."""
