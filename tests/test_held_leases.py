@@ -1,0 +1,78 @@
+"""A Consumer owns every lease it holds: buffered jobs never lapse under a healthy
+holder, and a forced stop never hands back work that already finished."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from helpers import wait_until
+
+import echomq
+from echomq.jobs.consumer import Consumer
+from echomq.queue.connection import Connection
+
+
+class Runs:
+    """Handler invocations per job id, counted on the handlers' threads."""
+
+    def __init__(self) -> None:
+        self.count: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def ran(self, job_id: str) -> None:
+        with self._lock:
+            self.count[job_id] += 1
+
+
+@pytest.fixture
+def running() -> Iterator[list[tuple[Consumer, threading.Thread]]]:
+    started: list[tuple[Consumer, threading.Thread]] = []
+    yield started
+    for consumer, thread in started:
+        consumer.stop()
+        consumer.stop()
+        thread.join(15)
+        assert not thread.is_alive()
+
+
+def run_in_thread(consumer: Consumer, started: list[tuple[Consumer, threading.Thread]]
+                  ) -> threading.Thread:
+    thread = threading.Thread(target=consumer.run, kwargs={"install_signals": False})
+    thread.start()
+    started.append((consumer, thread))
+    return thread
+
+
+@pytest.mark.parametrize("recovery", ["stalled", "reap"])
+def test_a_burst_of_slower_jobs_behind_a_deep_buffer_runs_each_once_and_none_dies(
+    conn: Connection, queue: str, recovery: str, running: list[Any]
+) -> None:
+    """Fast jobs teach the adaptive prefetch a deep buffer; the slower burst behind
+    them waits in it far longer than the lease. The holder is healthy, so no job is
+    dead-lettered as stalled and none runs twice."""
+    fast = echomq.add_many(conn, queue, [{"slow": False} for _ in range(400)])
+    slow = echomq.add_many(conn, queue, [{"slow": True} for _ in range(60)])
+    runs = Runs()
+
+    def handler(job: Any) -> str:
+        runs.ran(job.id)
+        if job.payload["slow"]:
+            time.sleep(0.06)
+        return job.id
+
+    consumer = Consumer(conn, queue, handler, concurrency=1, lease_ms=600,
+                        recovery=recovery, poll_ms=100)  # type: ignore[arg-type]
+    run_in_thread(consumer, running)
+    total = len(fast) + len(slow)
+    wait_until(lambda: sum(echomq.counts(conn, queue).as_dict()[s]
+                           for s in ("completed", "dead")) >= total, timeout=40)
+    time.sleep(0.7)  # one more lease: a lapsed job would be swept or reaped by now
+    counts = echomq.counts(conn, queue)
+    assert (counts.dead, counts.completed, counts.pending, counts.active) == (0, total, 0, 0)
+    assert set(runs.count) == set(fast) | set(slow)
+    assert {n for n in runs.count.values()} == {1}
