@@ -76,3 +76,52 @@ def test_a_burst_of_slower_jobs_behind_a_deep_buffer_runs_each_once_and_none_die
     assert (counts.dead, counts.completed, counts.pending, counts.active) == (0, total, 0, 0)
     assert set(runs.count) == set(fast) | set(slow)
     assert {n for n in runs.count.values()} == {1}
+
+
+def test_a_forced_stop_settles_finished_jobs_and_hands_back_only_unfinished(
+    private_server: Any, executor: str, queue: str
+) -> None:
+    """Writes paused on the server hold one settle in flight and queue two more
+    finished outcomes behind it; the second stop() comes then. The finished three
+    are completed once, never handed back; only the one still running goes back."""
+    conn = echomq.connect(private_server.url, executor=executor)  # type: ignore[arg-type]
+    admin = conn.redis
+    ids = echomq.add_many(conn, queue, [{"n": i} for i in range(4)])
+    gates = {job_id: threading.Event() for job_id in ids}
+    runs = Runs()
+
+    def handler(job: Any) -> str:
+        runs.ran(job.id)
+        gates[job.id].wait(20)
+        return "done"
+
+    consumer = Consumer(conn, queue, handler, concurrency=4, prefetch=0, lease_ms=30_000,
+                        poll_ms=100)
+    thread = threading.Thread(target=consumer.run, kwargs={"install_signals": False})
+    thread.start()
+    try:
+        wait_until(lambda: len(runs.count) == 4)
+        admin.execute_command("CLIENT", "PAUSE", 1500, "WRITE")
+        gates[ids[0]].set()
+        time.sleep(0.3)  # its settle is on the wire, held by the pause
+        gates[ids[1]].set()
+        gates[ids[2]].set()
+        time.sleep(0.2)  # these two wait in the settler's inbox behind it
+        consumer.stop()
+        consumer.stop()  # the second signal: no grace
+        thread.join(15)
+        assert not thread.is_alive()
+    finally:
+        for gate in gates.values():
+            gate.set()
+        consumer.stop()
+        thread.join(15)
+    states = {job_id: echomq.get_job(conn, queue, job_id) for job_id in ids}
+    for job_id in ids[:3]:
+        job = states[job_id]
+        assert job is not None and (job.state, job.attempts, job.result) == (
+            "completed", 1, '"done"')
+    last = states[ids[3]]
+    assert last is not None and last.state == "pending"  # unfinished: handed back
+    assert dict(runs.count) == dict.fromkeys(ids, 1)
+    assert consumer.processed == 3
