@@ -252,7 +252,8 @@ class Consumer:
                 self._slots.wait(min(remaining, 0.1))
         if not self._settler.flush(SETTLE_FLUSH_S):
             log.warning("finished outcomes still settling after %.0fs", SETTLE_FLUSH_S)
-        self._release(self._take_unfinished())
+        # a dead settler will never settle what finished: hand those back too
+        self._release(self._take_unfinished(finished_too=not self._settler.alive))
         self._settler.stop(give_up=True)
         for _ in self._threads:
             self._work.put(_STOP)
@@ -273,11 +274,13 @@ class Consumer:
             if isinstance(item, JobContext) and not item.finished:
                 unstarted.append(item)
 
-    def _take_unfinished(self) -> list[JobContext]:
-        """The running jobs whose handlers have not returned, let go of at once, so an
-        outcome that arrives after the hand-back is dropped rather than settled."""
+    def _take_unfinished(self, *, finished_too: bool = False) -> list[JobContext]:
+        """The running jobs whose handlers have not returned (with ``finished_too``, all
+        still held), let go of at once, so an outcome that arrives after the hand-back
+        is dropped rather than settled."""
         with self._hold:
-            jobs = [j for j in list(self._running.values()) if not j.finished and not j.done]
+            jobs = [j for j in list(self._running.values())
+                    if not j.finished and (finished_too or not j.done)]
             for job in jobs:
                 self._forget(job)
         return jobs

@@ -65,6 +65,11 @@ class Settler:
     def start(self) -> None:
         self._thread.start()
 
+    @property
+    def alive(self) -> bool:
+        """False once the thread has ended (stopped, or crashed)."""
+        return self._thread.is_alive()
+
     def flush(self, timeout: float) -> bool:
         """Wait until every outcome put so far is settled (or given up); False on timeout."""
         marker = threading.Event()
