@@ -48,34 +48,53 @@ def run_in_thread(consumer: Consumer, started: list[tuple[Consumer, threading.Th
     return thread
 
 
-@pytest.mark.parametrize("recovery", ["stalled", "reap"])
-def test_a_burst_of_slower_jobs_behind_a_deep_buffer_runs_each_once_and_none_dies(
-    conn: Connection, queue: str, recovery: str, running: list[Any]
-) -> None:
+def burst_behind_a_deep_buffer(conn: Connection, queue: str, recovery: str,
+                               running: list[Any], *, lease_ms: int, slow: int,
+                               slow_s: float) -> None:
     """Fast jobs teach the adaptive prefetch a deep buffer; the slower burst behind
     them waits in it far longer than the lease. The holder is healthy, so no job is
     dead-lettered as stalled and none runs twice."""
-    fast = echomq.add_many(conn, queue, [{"slow": False} for _ in range(400)])
-    slow = echomq.add_many(conn, queue, [{"slow": True} for _ in range(60)])
+    fast_ids = echomq.add_many(conn, queue, [{"slow": False} for _ in range(400)])
+    slow_ids = echomq.add_many(conn, queue, [{"slow": True} for _ in range(slow)])
     runs = Runs()
 
     def handler(job: Any) -> str:
         runs.ran(job.id)
         if job.payload["slow"]:
-            time.sleep(0.06)
+            time.sleep(slow_s)
         return job.id
 
-    consumer = Consumer(conn, queue, handler, concurrency=1, lease_ms=600,
+    consumer = Consumer(conn, queue, handler, concurrency=1, lease_ms=lease_ms,
                         recovery=recovery, poll_ms=100)  # type: ignore[arg-type]
     run_in_thread(consumer, running)
-    total = len(fast) + len(slow)
+    total = len(fast_ids) + len(slow_ids)
     wait_until(lambda: sum(echomq.counts(conn, queue).as_dict()[s]
-                           for s in ("completed", "dead")) >= total, timeout=40)
-    time.sleep(0.7)  # one more lease: a lapsed job would be swept or reaped by now
+                           for s in ("completed", "dead")) >= total, timeout=60)
+    time.sleep(lease_ms / 1000 + 0.1)  # one more lease: a lapsed job would be collected now
     counts = echomq.counts(conn, queue)
     assert (counts.dead, counts.completed, counts.pending, counts.active) == (0, total, 0, 0)
-    assert set(runs.count) == set(fast) | set(slow)
+    assert set(runs.count) == set(fast_ids) | set(slow_ids)
     assert {n for n in runs.count.values()} == {1}
+    assert consumer.processed == total
+
+
+@pytest.mark.parametrize("recovery", ["stalled", "reap"])
+def test_a_burst_of_slower_jobs_behind_a_deep_buffer_runs_each_once_and_none_dies(
+    conn: Connection, queue: str, recovery: str, running: list[Any]
+) -> None:
+    burst_behind_a_deep_buffer(conn, queue, recovery, running, lease_ms=600, slow=60,
+                               slow_s=0.06)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("recovery", ["stalled", "reap"])
+def test_the_reported_burst_100_jobs_of_100ms_under_a_1s_lease(
+    conn: Connection, queue: str, recovery: str, running: list[Any]
+) -> None:
+    """The issue's numbers as reported: 91 of 100 were dead-lettered (stalled) or run
+    twice (reap)."""
+    burst_behind_a_deep_buffer(conn, queue, recovery, running, lease_ms=1_000, slow=100,
+                               slow_s=0.1)
 
 
 def test_a_forced_stop_settles_finished_jobs_and_hands_back_only_unfinished(
