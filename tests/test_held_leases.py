@@ -144,3 +144,30 @@ def test_a_forced_stop_settles_finished_jobs_and_hands_back_only_unfinished(
     assert last is not None and last.state == "pending"  # unfinished: handed back
     assert dict(runs.count) == dict.fromkeys(ids, 1)
     assert consumer.processed == 3
+
+
+def test_a_buffered_job_whose_lease_was_collected_is_not_run(
+    conn: Connection, queue: str, running: list[Any]
+) -> None:
+    """Beats far apart, so nothing renews the buffer in time: an outside reap takes
+    the lapsed buffered jobs back. As a handler thread reaches each one, its renewal
+    answers that the lease is gone, so it is not run; the fresh claim runs it once."""
+    long_id = echomq.add(conn, queue, {"long": True})
+    short_ids = echomq.add_many(conn, queue, [{"long": False} for _ in range(3)])
+    runs = Runs()
+
+    def handler(job: Any) -> str:
+        runs.ran(job.id)
+        if job.payload["long"] and job.attempts == 1:
+            time.sleep(0.6)
+        return "ok"
+
+    consumer = Consumer(conn, queue, handler, concurrency=1, prefetch=3, lease_ms=300,
+                        beat_ms=60_000, poll_ms=100)
+    run_in_thread(consumer, running)
+    wait_until(lambda: runs.count[long_id] == 1 and echomq.counts(conn, queue).active == 4)
+    time.sleep(0.4)  # every lease has lapsed; the long handler is still running
+    assert sorted(echomq.reap(conn, queue)) == sorted([long_id, *short_ids])
+    wait_until(lambda: echomq.counts(conn, queue).completed == 4)
+    assert [runs.count[job_id] for job_id in short_ids] == [1, 1, 1]
+    assert runs.count[long_id] == 2  # it lost its lease while running: run again
