@@ -34,6 +34,7 @@ UNSTORABLE: dict[str, Callable[[], Any]] = {
     "infinity": lambda: [float("inf")],
     "object": lambda: object(),
     "big": lambda: "x" * 2_000,
+    "bad verdict": lambda: echomq.CancelVerdict(42),  # type: ignore[arg-type]
 }
 
 

@@ -114,11 +114,19 @@ def execute(
         return Outcome(job, "lost", str(exc))
     except BaseException as exc:  # noqa: BLE001 - a handler's failure is the job's, not ours
         return Outcome(job, "failed", error_text(exc))
-    if value is None:
-        return Outcome(job, "completed", "null")
-    if isinstance(value, CancelVerdict):
-        return Outcome(job, "cancelled", cancelled_result(value.reason))
+    return classify(job, value, result_limit)
+
+
+def classify(job: JobContext, value: Any, result_limit: int) -> Outcome:
+    """A handler's return value as the outcome to settle; never raises. A value that
+    cannot be stored is ``rejected``: every retry would return it again."""
     try:
+        if value is None:
+            return Outcome(job, "completed", "null")
+        if isinstance(value, CancelVerdict):
+            return Outcome(job, "cancelled", cancelled_result(value.reason))
         return Outcome(job, "completed", result_text(value, result_limit))
     except InvalidArgument as exc:
         return Outcome(job, "rejected", f"result not storable: {exc}")
+    except Exception as exc:  # noqa: BLE001 - e.g. a CancelVerdict whose reason is no str
+        return Outcome(job, "rejected", f"result not storable: {type(exc).__name__}: {exc}")
