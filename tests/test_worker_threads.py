@@ -114,17 +114,19 @@ def test_a_server_that_times_out_is_retried_by_every_thread(
     settler's pipeline time out, and the settler thread died with it."""
     conn = echomq.connect(private_server.url + "?socket_timeout=0.2",
                           executor=executor)  # type: ignore[arg-type]
+    reader = echomq.connect(private_server.url)  # the test's own reads never time out
     admin = redis.Redis.from_url(private_server.url)
     total = 300
-    echomq.add_many(conn, queue, [{"n": i} for i in range(total)])
+    echomq.add_many(reader, queue, [{"n": i} for i in range(total)])
     r = start(running, conn, queue, lambda job: time.sleep(0.002), concurrency=2,
               lease_ms=1_000, beat_ms=100)
-    wait_until(lambda: echomq.counts(conn, queue).completed >= 20)
+    wait_until(lambda: echomq.counts(reader, queue).completed >= 20)
     admin.execute_command("CLIENT", "PAUSE", 700, "ALL")
     time.sleep(0.8)
-    wait_until(lambda: echomq.counts(conn, queue).completed == total, timeout=30)
+    wait_until(lambda: echomq.counts(reader, queue).completed == total, timeout=30)
     assert r.thread.is_alive() and r.error is None
     admin.close()
+    reader.close()
 
 
 def _break_handler_thread(monkeypatch: pytest.MonkeyPatch) -> None:

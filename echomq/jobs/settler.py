@@ -140,7 +140,7 @@ class Settler:
             try:
                 replies = self.conn.executor.run_many(calls)
                 break
-            except (ConnectionFailed, redis.RedisError) as exc:  # lost, or timed out
+            except (ConnectionFailed, redis.TimeoutError) as exc:  # lost, or timed out
                 if self._give_up.is_set():
                     log.warning("could not settle %d job(s): %s", len(batch), exc)
                     for o in batch:
