@@ -43,6 +43,10 @@ class LaneNotNative(EchoMQError):
     """The functions executor's stalled sweep refuses grouped expired rows."""
 
 
+class ConsumerCrashed(EchoMQError):
+    """A Consumer thread met an exception it could not handle; the Consumer stopped."""
+
+
 class ConnectionFailed(EchoMQError, ConnectionError):
     """The server at the given URL could not be reached."""
 

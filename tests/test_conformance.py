@@ -166,6 +166,10 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
              Settlement(keep.id, keep.token, "completed", '"again"')],
         ),
     )
+    # a deterministic failure: dead at once although tries remain
+    spare = next(j for j in rest[2:] if j.id != once.id)
+    s("fail dead at once",
+      lambda: echomq.fail(conn, q, spare.id, spare.token, "result not storable", retry=False))
     # groups and operator verbs
     s("add grouped", lambda: echomq.add(conn, q, {"g": 1}, group="g1"))
     s("set_group_limit", lambda: echomq.set_group_limit(conn, q, "g1", 2))
@@ -212,6 +216,7 @@ def test_the_scenario_exercises_every_reply(records: tuple[Record, Record]) -> N
     outcomes = dict((label, outcome) for label, outcome, _ in scripts.steps)
     assert outcomes["fail retrying"] == ("ok", "retrying")
     assert outcomes["fail dead"] == ("ok", "dead")
+    assert outcomes["fail dead at once"] == ("ok", "dead")
     assert outcomes["idempotent add"] == ("ok", "fixed")
     assert outcomes["complete_many"][1][0] is None
     assert [e[0] for e in outcomes["complete_many"][1][1:]] == [

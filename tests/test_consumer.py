@@ -226,3 +226,27 @@ def test_adaptive_prefetch_buffers_deeply_for_short_jobs(conn, queue, start):
         most = max(most, echomq.counts(conn, queue).active)
         time.sleep(0.005)
     assert most > 2 * 2  # well beyond the running handlers: claims stay batched
+
+
+def test_processed_counts_completions_only_never_a_dead_letter(conn, queue, start):
+    """A handler that outlives its lease without a checkpoint is dead-lettered by the
+    sweep while it runs; its late completion is refused and is not "processed"."""
+    stalled_id = echomq.add(conn, queue, {"kind": "silent"})
+    failing_id = echomq.add(conn, queue, {"kind": "fail"}, max_attempts=1)
+
+    def handler(job: Any) -> str:
+        if job.payload["kind"] == "fail":
+            raise ValueError("no")
+        time.sleep(0.8)
+        return "too late"
+
+    consumer = start(handler, lease_ms=200, beat_ms=50, recovery="stalled", concurrency=2,
+                     prefetch=0)
+    wait_until(lambda: echomq.counts(conn, queue).dead == 2)
+    wait_until(lambda: consumer.failed == 1)
+    time.sleep(1.0)  # the silent handler returns and its settle is refused
+    job = echomq.get_job(conn, queue, stalled_id)
+    assert job is not None and job.state == "dead" and job.last_error == "stalled"
+    dead = echomq.get_job(conn, queue, failing_id)
+    assert dead is not None and dead.state == "dead"
+    assert (consumer.processed, consumer.failed) == (0, 1)

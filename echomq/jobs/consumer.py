@@ -5,7 +5,16 @@ The claim loop takes a batch (ONE round trip) whenever enough slots are free;
 handlers run on ``concurrency`` threads; the settler settles what they finish,
 many jobs per round trip, beside the claim loop. A pub/sub subscription wakes the loop
 when jobs arrive on an empty queue and forwards cancel events to the running
-job's token. A beat thread runs the recovery leg chosen at start.
+job's token. A beat thread renews the leases of buffered jobs (and, with
+``auto_extend``, of running ones) in one round trip, then runs the recovery leg
+chosen at start.
+
+Every lease the Consumer holds is its own to keep: a buffered job is renewed on
+the beat and, if it still sat in the buffer for over a quarter of its lease, once
+more as it starts, so its handler gets most of a lease however deep the buffer
+was. A job whose renewal answers that the lease is gone is not run. Any
+exception that would end one of its threads takes the Consumer down: ``run()``
+hands back what it holds and raises ``ConsumerCrashed``.
 """
 
 from __future__ import annotations
@@ -21,11 +30,17 @@ from typing import Any, Literal
 
 import redis
 
-from echomq.errors import ConnectionFailed, EchoMQError, InvalidArgument
+from echomq.errors import ConnectionFailed, ConsumerCrashed, EchoMQError, InvalidArgument
 from echomq.jobs import cancel as cancel_tokens
-from echomq.jobs.handler import JobContext, execute
-from echomq.jobs.lease import extend_call, reap
-from echomq.jobs.settle import DEFAULT_BACKOFF_CAP_MS, DEFAULT_BACKOFF_MS, KEEP_ALL, release_many
+from echomq.jobs.handler import LEASE_LOST, JobContext, Outcome, execute
+from echomq.jobs.lease import extend_call, extend_lock, reap
+from echomq.jobs.settle import (
+    DEFAULT_BACKOFF_CAP_MS,
+    DEFAULT_BACKOFF_MS,
+    DEFAULT_RESULT_LIMIT,
+    KEEP_ALL,
+    release_many,
+)
 from echomq.jobs.settler import Settler
 from echomq.jobs.stalled import DEFAULT_MAX_STALLED, sweep_stalled
 from echomq.queue import validate
@@ -39,6 +54,10 @@ log = logging.getLogger("echomq.consumer")
 Handler = Callable[[JobContext], Any]
 Recovery = Literal["reap", "stalled"]
 _STOP = object()
+_LOST_CODES = (-1, -3)
+"""extend_lock codes that mean the lease is no longer this holder's (gone, collected)."""
+SETTLE_FLUSH_S = 5.0
+"""How long a stop waits for finished outcomes to settle before handing anything back."""
 
 
 class Consumer:
@@ -65,6 +84,7 @@ class Consumer:
         keep_completed: int = KEEP_ALL,
         backoff_ms: int = DEFAULT_BACKOFF_MS,
         backoff_cap_ms: int = DEFAULT_BACKOFF_CAP_MS,
+        result_limit: int = DEFAULT_RESULT_LIMIT,
     ) -> None:
         self.conn = conn
         self.keys = Keys(queue)
@@ -90,6 +110,7 @@ class Consumer:
             keep_completed < KEEP_ALL
         ):
             raise InvalidArgument("keep_completed must be -1 (keep all) or a count >= 0")
+        self.result_limit = validate.positive_int(result_limit, "result_limit")
         self.cancel = cancel
         self.record = record
         self.auto_extend = auto_extend
@@ -98,12 +119,16 @@ class Consumer:
         self._inflight = 0
         self._slots = threading.Condition()
         self._running: dict[str, JobContext] = {}
+        """Every job held, buffered or running, until it leaves this Consumer's hands."""
+        self._hold = threading.Lock()
+        """Orders a job's start, its finish and a stop's hand-back against each other and
+        against the beat's renewal, so a renewal that finds a lease gone lands first."""
         self._work: stdlib_queue.SimpleQueue[Any] = stdlib_queue.SimpleQueue()
         self._settler = Settler(
             conn, self.keys, record=record, keep_completed=keep_completed,
             backoff_ms=validate.positive_int(backoff_ms, "backoff_ms"),
             backoff_cap_ms=validate.positive_int(backoff_cap_ms, "backoff_cap_ms"),
-            forget=self._forget,
+            forget=self._forget, on_crash=self._crash,
         )
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -111,10 +136,12 @@ class Consumer:
         self._threads: list[threading.Thread] = []
         self._pubsub: Any = None
         self._pubsub_thread: Any = None
+        self._crashed: ConsumerCrashed | None = None
 
     @property
     def processed(self) -> int:
-        """Jobs settled as completed or cancelled by this Consumer."""
+        """Jobs this Consumer settled as completed or cancelled (never a dead-letter, nor
+        a result the server refused because the lease was already gone)."""
         return self._settler.completed
 
     @property
@@ -125,17 +152,26 @@ class Consumer:
     # -- public -------------------------------------------------------------
 
     def run(self, *, install_signals: bool = True) -> None:
-        """Work until stopped; then hand back what is unfinished and return."""
+        """Work until stopped; then hand back what is unfinished and return.
+
+        Raises ``ConsumerCrashed`` (after the hand-back) when one of its threads met
+        an exception it could not handle.
+        """
         restore = self._install_signals() if install_signals else None
         self._start()
         try:
             self._loop()
+        except Exception as exc:
+            log.error("claim loop on %r died: %r", self.queue, exc, exc_info=exc)
+            raise
         finally:
             try:
                 self._shutdown()
             finally:
                 if restore:
                     restore()
+        if self._crashed is not None:
+            raise self._crashed
 
     def stop(self) -> None:
         """Stop claiming; running handlers get the grace period. A second call forces."""
@@ -172,28 +208,41 @@ class Consumer:
             declare(self.conn, self.queue)
         self._settler.start()
         for n in range(self.concurrency):
-            t = threading.Thread(target=self._work_loop, name=f"emq-handler-{n}", daemon=True)
+            t = threading.Thread(target=self._guarded, args=(self._work_loop,),
+                                 name=f"emq-handler-{n}", daemon=True)
             t.start()
             self._threads.append(t)
         self._subscribe()
-        beat = threading.Thread(target=self._beat_loop, name="emq-beat", daemon=True)
+        beat = threading.Thread(target=self._guarded, args=(self._beat_loop,), name="emq-beat",
+                                daemon=True)
         beat.start()
         log.info("consumer on %r: concurrency %d, lease %d ms, recovery %s, executor %s",
                  self.queue, self.concurrency, self.lease_ms, self.recovery,
                  self.conn.executor_name)
 
+    def _crash(self, thread: str, exc: BaseException) -> None:
+        """A thread met an exception it cannot handle: say so at ERROR and stop now."""
+        log.error("thread %s of the consumer on %r died: %r; stopping", thread, self.queue, exc,
+                  exc_info=exc)
+        if self._crashed is None:
+            self._crashed = ConsumerCrashed(f"{thread} died: {type(exc).__name__}: {exc}")
+            self._crashed.__cause__ = exc
+        self.stop()
+        self.stop()
+
+    def _guarded(self, target: Callable[[], None]) -> None:
+        """Run a thread's loop; an exception escaping it takes the Consumer down."""
+        try:
+            target()
+        except Exception as exc:  # noqa: BLE001 - reported, and the Consumer goes down
+            self._crash(threading.current_thread().name, exc)
+
     def _shutdown(self) -> None:
-        """Hand back unstarted jobs at once, give running ones the grace period,
-        then hand back the rest so another worker can take them without waiting."""
-        unstarted: list[JobContext] = []
-        while True:
-            try:
-                item = self._work.get_nowait()
-            except stdlib_queue.Empty:
-                break
-            if isinstance(item, JobContext):
-                unstarted.append(item)
-        self._release(unstarted)
+        """Hand back unstarted jobs at once, give running ones the grace period, settle
+        every finished outcome, then hand back the unfinished rest so another worker
+        can take them without waiting. A job whose handler finished is never handed
+        back: its outcome settles (or, with the server gone, its lease lapses)."""
+        self._release(self._take_unstarted())
         deadline = time.monotonic() + self.grace_s
         with self._slots:
             while self._inflight > 0 and not self._force.is_set():
@@ -201,7 +250,10 @@ class Consumer:
                 if remaining <= 0:
                     break
                 self._slots.wait(min(remaining, 0.1))
-        self._release([j for j in list(self._running.values()) if not j.finished])
+        if not self._settler.flush(SETTLE_FLUSH_S):
+            log.warning("finished outcomes still settling after %.0fs", SETTLE_FLUSH_S)
+        # a dead settler will never settle what finished: hand those back too
+        self._release(self._take_unfinished(finished_too=not self._settler.alive))
         self._settler.stop(give_up=True)
         for _ in self._threads:
             self._work.put(_STOP)
@@ -210,6 +262,28 @@ class Consumer:
             self._pubsub_thread.join(timeout=2)
         log.info("consumer on %r stopped: %d processed, %d failed",
                  self.queue, self.processed, self.failed)
+
+    def _take_unstarted(self) -> list[JobContext]:
+        """Empty the buffer: the jobs no handler thread will start now."""
+        unstarted: list[JobContext] = []
+        while True:
+            try:
+                item = self._work.get_nowait()
+            except stdlib_queue.Empty:
+                return unstarted
+            if isinstance(item, JobContext) and not item.finished:
+                unstarted.append(item)
+
+    def _take_unfinished(self, *, finished_too: bool = False) -> list[JobContext]:
+        """The running jobs whose handlers have not returned (with ``finished_too``, all
+        still held), let go of at once, so an outcome that arrives after the hand-back
+        is dropped rather than settled."""
+        with self._hold:
+            jobs = [j for j in list(self._running.values())
+                    if not j.finished and (finished_too or not j.done)]
+            for job in jobs:
+                self._forget(job)
+        return jobs
 
     def _release(self, jobs: list[JobContext]) -> None:
         if not jobs:
@@ -240,6 +314,7 @@ class Consumer:
             if self._stop.is_set():
                 return
             self._wake.clear()  # an add from here on wakes the idle wait below
+            sent = time.monotonic()
             try:
                 flat = self.conn.executor.run(*claim_call(self.keys, self.lease_ms, want))
             except (ConnectionFailed, redis.RedisError) as exc:
@@ -250,7 +325,7 @@ class Consumer:
                 continue
             failures = 0
             if flat:
-                self._dispatch(flat)
+                self._dispatch(flat, sent + self.lease_ms / 1000)
             else:
                 self._wake.wait(self._idle_wait())
 
@@ -271,12 +346,14 @@ class Consumer:
         """Fold one handler run time into the estimate (a moving average)."""
         self._job_seconds += (seconds - self._job_seconds) * 0.2
 
-    def _dispatch(self, flat: list[Any]) -> None:
+    def _dispatch(self, flat: list[Any], deadline: float) -> None:
         jobs = [
             JobContext(self.conn, self.queue, flat[i], int(flat[i + 1]), flat[i + 2],
                        self.lease_ms)
             for i in range(1, len(flat), 3)
         ]
+        for job in jobs:
+            job.deadline = deadline
         with self._slots:
             self._inflight += len(jobs)
         for job in jobs:
@@ -312,15 +389,51 @@ class Consumer:
     # -- threads ----------------------------------------------------------------
 
     def _work_loop(self) -> None:
-        work, inbox, handler, clock = self._work, self._settler.inbox, self.handler, perf_counter
+        work, handler, clock, limit = self._work, self.handler, perf_counter, self.result_limit
         while True:
             job = work.get()
             if job is _STOP:
                 return
+            if not self._begin(job):
+                continue
             started = clock()
-            outcome = execute(handler, job)
+            outcome = execute(handler, job, limit)
             self._observe(clock() - started)
-            inbox.put(outcome)
+            self._finish(outcome)
+
+    def _begin(self, job: JobContext) -> bool:
+        """Take a job from the buffer: False when it is no longer ours to run (its
+        lease was found gone, or a stop handed it back). A job that sat in the buffer
+        for over a quarter of its lease is renewed first, so its handler gets most
+        of a lease however long it waited."""
+        with self._hold:  # a renewal of this job in flight lands before it starts
+            if job.finished:
+                return False
+            job.started = True
+        if job.deadline - time.monotonic() >= 0.75 * self.lease_ms / 1000:
+            return True
+        sent = time.monotonic()
+        try:
+            extend_lock(self.conn, self.queue, job.id, job.token, self.lease_ms)
+        except LEASE_LOST as exc:
+            log.warning("job %s not started: its lease is gone (%s)", job.id, exc)
+            self._forget(job)
+            return False
+        except (EchoMQError, redis.RedisError) as exc:
+            log.warning("job %s: could not renew its lease before starting (%s)", job.id, exc)
+            return True
+        job.deadline = sent + self.lease_ms / 1000
+        return True
+
+    def _finish(self, outcome: Outcome) -> None:
+        """Pass an outcome to the settler, unless a stop already handed its job back."""
+        with self._hold:
+            if outcome.job.finished:
+                log.info("job %s finished after it was handed back; outcome dropped",
+                         outcome.job.id)
+                return
+            outcome.job.done = True
+            self._settler.inbox.put(outcome)
 
     def _subscribe(self) -> None:
         def on_message(message: dict[str, Any]) -> None:
@@ -336,7 +449,9 @@ class Consumer:
                     log.info("job %s: cancel requested (%s)", job.id, event.reason)
 
         def on_error(exc: BaseException, pubsub: Any, thread: Any) -> None:
-            log.warning("event subscription lost (%s); reconnecting", exc)
+            # redis-py's worker thread goes on after this returns: a lost server is
+            # reconnected (and resubscribed) on the next read
+            log.warning("event subscription failed (%r); going on", exc)
             time.sleep(0.5)
 
         self._pubsub = self.conn.redis.pubsub(  # type: ignore[no-untyped-call]
@@ -350,12 +465,13 @@ class Consumer:
         while True:
             try:
                 self._beat()
-            except (EchoMQError, redis.RedisError) as exc:
+            except (EchoMQError, redis.RedisError) as exc:  # the server, not us: next beat
                 log.warning("beat failed: %s", exc)
             if self._stop.wait(self.beat_ms / 1000):
                 return
 
     def _beat(self) -> None:
+        self._renew_held()
         if self.recovery == "stalled":
             sweep = sweep_stalled(self.conn, self.queue, self.max_stalled)
             if sweep.recovered or sweep.dead:
@@ -365,12 +481,36 @@ class Consumer:
             back = reap(self.conn, self.queue)
             if back:
                 log.info("reaped %d lapsed lease(s): %s", len(back), back)
-        if self.auto_extend and self._running:
-            self._extend_running()
 
-    def _extend_running(self) -> None:
-        jobs = list(self._running.values())
-        calls = [extend_call(self.keys, j.id, j.token, self.lease_ms) for j in jobs]
-        for job, reply in zip(jobs, self.conn.executor.run_many(calls), strict=True):
-            if isinstance(reply, Exception) or int(reply) != 1:
-                cancel_tokens.cancel(job.cancel_token, "lease lost")
+    def _renew_held(self) -> None:
+        """Renew every buffered lease (and, with ``auto_extend``, every running one) in
+        ONE round trip, before the sweep could collect one. A buffered job whose lease
+        is gone is dropped unrun; a running one has its cancel token set."""
+        with self._hold:
+            jobs = [j for j in list(self._running.values())
+                    if not j.finished and (self.auto_extend or not j.started)]
+            if not jobs:
+                return
+            sent = time.monotonic()
+            calls = [extend_call(self.keys, j.id, j.token, self.lease_ms) for j in jobs]
+            replies = self.conn.executor.run_many(calls)
+            lost = [j for j, reply in zip(jobs, replies, strict=True)
+                    if not self._renewed(j, reply, sent)]
+            for job in lost:
+                if job.started:
+                    cancel_tokens.cancel(job.cancel_token, "lease lost")
+                else:
+                    self._forget(job)
+        if lost:
+            log.warning("%d held job(s) lost their lease: %s", len(lost), [j.id for j in lost])
+
+    def _renewed(self, job: JobContext, reply: Any, sent: float) -> bool:
+        """Record one renewal's answer; False when the lease is no longer ours."""
+        if isinstance(reply, LEASE_LOST) or (
+                not isinstance(reply, Exception) and int(reply) in _LOST_CODES):
+            return False
+        if isinstance(reply, Exception):
+            log.warning("job %s: lease renewal failed (%s)", job.id, reply)
+        else:
+            job.deadline = sent + self.lease_ms / 1000
+        return True

@@ -7,13 +7,14 @@ last lines) is computed there, so the Consumer's loop only ships it.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from echomq.errors import InvalidArgument, JobGone, NotActive, StaleToken
 from echomq.jobs import cancel as cancel_tokens
 from echomq.jobs.lease import extend_lock
-from echomq.jobs.settle import cancelled_result, error_text, result_text
+from echomq.jobs.settle import DEFAULT_RESULT_LIMIT, cancelled_result, error_text, result_text
 from echomq.models import CancelVerdict
 
 if TYPE_CHECKING:
@@ -27,8 +28,8 @@ class JobContext:
     """The ``job`` a handler receives."""
 
     __slots__ = (
-        "id", "attempts", "cancel_token", "queue", "finished", "_conn", "_lease_ms", "_raw",
-        "_payload",
+        "id", "attempts", "cancel_token", "queue", "finished", "started", "done", "deadline",
+        "_conn", "_lease_ms", "_raw", "_payload",
     )
 
     def __init__(
@@ -41,6 +42,13 @@ class JobContext:
         self.attempts = token
         self.finished = False
         """Set once the Consumer has settled, lost or handed back this job."""
+        self.started = False
+        """Set when a handler thread takes the job from the buffer."""
+        self.done = False
+        """Set when the handler returned and its outcome went to the settler."""
+        self.deadline = 0.0
+        """When the lease ends at the latest, on this process's monotonic clock
+        (the send time of the last claim or renewal plus the lease)."""
         self.cancel_token = cancel_tokens.new()
         self.queue = queue
         self._conn = conn
@@ -64,7 +72,10 @@ class JobContext:
         Raises ``StaleToken``, ``NotActive`` or ``JobGone`` when the lease is lost,
         so the handler stops: another worker may already hold the job.
         """
-        extend_lock(self._conn, self.queue, self.id, self.attempts, lease_ms or self._lease_ms)
+        lease_ms = lease_ms or self._lease_ms
+        sent = time.monotonic()
+        extend_lock(self._conn, self.queue, self.id, self.attempts, lease_ms)
+        self.deadline = sent + lease_ms / 1000
 
     def cancelled(self) -> bool:
         """True once a cancel reached this job (a shortcut for ``cancel.check``)."""
@@ -74,7 +85,9 @@ class JobContext:
         return f"<JobContext {self.queue}/{self.id} attempt {self.attempts}>"
 
 
-Kind = Literal["completed", "cancelled", "failed", "lost"]
+Kind = Literal["completed", "cancelled", "failed", "rejected", "lost"]
+"""``rejected``: a failure that every retry would repeat (a result that cannot be
+stored), dead-lettered at once."""
 
 
 class Outcome:
@@ -88,7 +101,10 @@ class Outcome:
         self.text = text
 
 
-def execute(handler: Callable[[JobContext], Any], job: JobContext) -> Outcome:
+def execute(
+    handler: Callable[[JobContext], Any], job: JobContext,
+    result_limit: int = DEFAULT_RESULT_LIMIT,
+) -> Outcome:
     """Run the handler once and classify its answer; never raises."""
     try:
         value = handler(job)
@@ -98,11 +114,19 @@ def execute(handler: Callable[[JobContext], Any], job: JobContext) -> Outcome:
         return Outcome(job, "lost", str(exc))
     except BaseException as exc:  # noqa: BLE001 - a handler's failure is the job's, not ours
         return Outcome(job, "failed", error_text(exc))
-    if value is None:
-        return Outcome(job, "completed", "null")
-    if isinstance(value, CancelVerdict):
-        return Outcome(job, "cancelled", cancelled_result(value.reason))
+    return classify(job, value, result_limit)
+
+
+def classify(job: JobContext, value: Any, result_limit: int) -> Outcome:
+    """A handler's return value as the outcome to settle; never raises. A value that
+    cannot be stored is ``rejected``: every retry would return it again."""
     try:
-        return Outcome(job, "completed", result_text(value))
+        if value is None:
+            return Outcome(job, "completed", "null")
+        if isinstance(value, CancelVerdict):
+            return Outcome(job, "cancelled", cancelled_result(value.reason))
+        return Outcome(job, "completed", result_text(value, result_limit))
     except InvalidArgument as exc:
-        return Outcome(job, "failed", f"InvalidArgument: {exc}")
+        return Outcome(job, "rejected", f"result not storable: {exc}")
+    except Exception as exc:  # noqa: BLE001 - e.g. a CancelVerdict whose reason is no str
+        return Outcome(job, "rejected", f"result not storable: {type(exc).__name__}: {exc}")

@@ -22,6 +22,8 @@ from echomq.queue.replies import CODES, raise_for_code
 DEFAULT_BACKOFF_MS = 1_000
 DEFAULT_BACKOFF_CAP_MS = 3_600_000
 KEEP_ALL = -1
+DEFAULT_RESULT_LIMIT = 512 * 1024
+"""Bytes of result JSON a completion may store (``Consumer(result_limit=)``)."""
 
 Outcome = Literal["completed", "cancelled"]
 
@@ -36,12 +38,23 @@ class Settlement:
     result: str
 
 
-def result_text(result: Any) -> str:
-    """A handler's return value as stored: JSON, refused if it is not JSON."""
+def result_text(result: Any, limit: int = DEFAULT_RESULT_LIMIT) -> str:
+    """A handler's return value as stored: JSON of at most ``limit`` bytes.
+
+    Anything else (not JSON, NaN or Infinity, nested too deep for the encoder,
+    too large) raises ``InvalidArgument``: the same value would fail every retry.
+    """
     try:
-        return json.dumps(result, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
+        text = json.dumps(result, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidArgument(f"result is not JSON-serialisable: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - a user's __iter__ or a custom type may raise anything
+        raise InvalidArgument(
+            f"result could not be encoded: {type(exc).__name__}: {exc}") from exc
+    size = len(text) if text.isascii() else len(text.encode())
+    if size > limit:
+        raise InvalidArgument(f"result is {size} bytes, over the result limit of {limit}")
+    return text
 
 
 def cancelled_result(reason: str | None) -> str:
@@ -139,13 +152,18 @@ def fail(
     backoff_ms: int = DEFAULT_BACKOFF_MS,
     backoff_cap_ms: int = DEFAULT_BACKOFF_CAP_MS,
     record: bool = False,
+    retry: bool = True,
 ) -> Literal["retrying", "dead"]:
     """A held job failed: ``"retrying"`` (scheduled after an exponential backoff
-    while tries remain) or ``"dead"`` (dead-lettered with ``last_error``)."""
+    while tries remain) or ``"dead"`` (dead-lettered with ``last_error``).
+
+    ``retry=False`` dead-letters at once: for a failure that would repeat on
+    every try (a result that cannot be stored, an input the handler rejects).
+    """
     validate.positive_int(backoff_ms, "backoff_ms")
     validate.positive_int(backoff_cap_ms, "backoff_cap_ms")
     call = fail_call(Keys(queue), job_id, token, error_text(error), backoff_ms=backoff_ms,
-                     backoff_cap_ms=backoff_cap_ms, record=record)
+                     backoff_cap_ms=backoff_cap_ms, record=record, retry=retry)
     code = int(conn.executor.run(*call))
     raise_for_code(code, job_id, "fail")
     return "retrying" if code == 1 else "dead"
@@ -153,13 +171,13 @@ def fail(
 
 def fail_call(
     keys: Keys, job_id: str, token: int, error: str, *, backoff_ms: int = DEFAULT_BACKOFF_MS,
-    backoff_cap_ms: int = DEFAULT_BACKOFF_CAP_MS, record: bool = False,
+    backoff_cap_ms: int = DEFAULT_BACKOFF_CAP_MS, record: bool = False, retry: bool = True,
 ) -> Call:
     """The ``fail`` transition for one job (fail.lua's KEYS and ARGV)."""
     keys.job(job_id)  # the gate, before the wire
     return ("fail", [keys.active, keys.scheduled, keys.dead],
             [keys.base, job_id, token, error, backoff_ms, backoff_cap_ms,
-             "1" if record else "0"])
+             "1" if record else "0", "0" if retry else "1"])
 
 
 def release_many(

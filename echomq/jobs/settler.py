@@ -4,6 +4,8 @@ Handlers drop their ``Outcome`` in the settler's inbox and go back to work; the
 settler thread drains the inbox and sends one ``complete`` call for every
 completion and cancellation plus one ``fail`` call per failure, all in ONE
 pipeline. It runs beside the claim loop, so claiming and settling overlap.
+A server that does not answer (lost, timed out) is retried with backoff; any
+other exception ends the thread through ``on_crash``, never silently.
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ from __future__ import annotations
 import logging
 import queue as stdlib_queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
+
+import redis
 
 from echomq.errors import ConnectionFailed
 from echomq.jobs.handler import JobContext, Outcome
@@ -41,6 +46,7 @@ class Settler:
         backoff_ms: int,
         backoff_cap_ms: int,
         forget: Callable[[JobContext], None],
+        on_crash: Callable[[str, BaseException], None],
     ) -> None:
         self.conn = conn
         self.keys = keys
@@ -49,6 +55,7 @@ class Settler:
         self.backoff_ms = backoff_ms
         self.backoff_cap_ms = backoff_cap_ms
         self.forget = forget
+        self.on_crash = on_crash
         self.inbox: stdlib_queue.SimpleQueue[Any] = stdlib_queue.SimpleQueue()
         self.completed = 0
         self.failed = 0
@@ -58,6 +65,21 @@ class Settler:
     def start(self) -> None:
         self._thread.start()
 
+    @property
+    def alive(self) -> bool:
+        """False once the thread has ended (stopped, or crashed)."""
+        return self._thread.is_alive()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until every outcome put so far is settled (or given up); False on timeout."""
+        marker = threading.Event()
+        self.inbox.put(marker)
+        deadline = time.monotonic() + timeout
+        while not marker.wait(0.05):
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                return False
+        return True
+
     def stop(self, *, give_up: bool = False, timeout: float = 10.0) -> None:
         """Settle what is in the inbox, then end. ``give_up`` stops retrying a lost server."""
         if give_up:
@@ -66,25 +88,39 @@ class Settler:
         self._thread.join(timeout)
 
     def _run(self) -> None:
+        try:
+            stopping = False
+            while not (stopping and self.inbox.empty()):
+                batch, markers, saw_stop = self._take()
+                stopping = stopping or saw_stop
+                if batch:
+                    self._settle(batch)
+                for marker in markers:
+                    marker.set()
+        except Exception as exc:  # noqa: BLE001 - reported, and the Consumer goes down
+            self.on_crash(self._thread.name, exc)
+
+    def _take(self) -> tuple[list[Outcome], list[threading.Event], bool]:
+        """The next batch in arrival order: outcomes, flush markers, and whether the
+        stop came. Blocks for the first item only."""
+        batch: list[Outcome] = []
+        markers: list[threading.Event] = []
+        stopping = False
+        item = self.inbox.get()
         while True:
-            batch: list[Outcome] = []
-            item = self.inbox.get()
-            stopping = item is _STOP
-            if not stopping:
+            if item is _STOP:
+                stopping = True
+            elif isinstance(item, threading.Event):
+                markers.append(item)
+            else:
                 batch.append(item)
-            while len(batch) < MAX_PER_CALL:
-                try:
-                    item = self.inbox.get_nowait()
-                except stdlib_queue.Empty:
-                    break
-                if item is _STOP:
-                    stopping = True
-                else:
-                    batch.append(item)
-            if batch:
-                self._settle(batch)
-            if stopping and self.inbox.empty():
-                return
+            if len(batch) >= MAX_PER_CALL:
+                break
+            try:
+                item = self.inbox.get_nowait()
+            except stdlib_queue.Empty:
+                break
+        return batch, markers, stopping
 
     def _settle(self, batch: list[Outcome]) -> None:
         """Send the batch; on a lost server, retry with backoff (the leases keep the jobs
@@ -96,15 +132,15 @@ class Settler:
         batch = [o for o in batch if o.kind != "lost"]
         if not batch:
             return
-        completes = [o for o in batch if o.kind != "failed"]
-        fails = [o for o in batch if o.kind == "failed"]
+        completes = [o for o in batch if o.kind in ("completed", "cancelled")]
+        fails = [o for o in batch if o.kind in ("failed", "rejected")]
         calls = self._calls(completes, fails)
         delay = 0.1
         while True:
             try:
                 replies = self.conn.executor.run_many(calls)
                 break
-            except ConnectionFailed as exc:
+            except (ConnectionFailed, redis.TimeoutError) as exc:  # lost, or timed out
                 if self._give_up.is_set():
                     log.warning("could not settle %d job(s): %s", len(batch), exc)
                     for o in batch:
@@ -125,7 +161,8 @@ class Settler:
         for o in fails:
             calls.append(fail_call(self.keys, o.job.id, o.job.token, o.text,
                                    backoff_ms=self.backoff_ms,
-                                   backoff_cap_ms=self.backoff_cap_ms, record=self.record))
+                                   backoff_cap_ms=self.backoff_cap_ms, record=self.record,
+                                   retry=o.kind != "rejected"))
         return calls
 
     def _account(self, completes: list[Outcome], fails: list[Outcome], replies: list[Any]) -> None:
@@ -135,16 +172,17 @@ class Settler:
                 log.error("complete failed for %d job(s): %s", len(completes), codes)
                 codes = [0] * len(completes)
             for o, code in zip(completes, codes, strict=True):
-                if int(code) != 1:
+                if int(code) == 1:
+                    self.completed += 1
+                else:
                     log.warning("job %s finished after its lease was lost (code %s); "
                                 "its result was not recorded", o.job.id, code)
-                self.completed += 1
                 self.forget(o.job)
         for o, reply in zip(fails, replies, strict=True):
-            if isinstance(reply, Exception):
+            if isinstance(reply, Exception) or int(reply) < 0:
                 log.warning("job %s failed after its lease was lost: %s", o.job.id, reply)
             else:
                 log.info("job %s failed (%s): %s", o.job.id,
                          "retrying" if reply == 1 else "dead", o.text.splitlines()[0])
-            self.failed += 1
+                self.failed += 1
             self.forget(o.job)

@@ -2,6 +2,8 @@
   KEYS[1] active   KEYS[2] scheduled   KEYS[3] dead
   ARGV[1] queue base   ARGV[2] id   ARGV[3] token   ARGV[4] error text
   ARGV[5] backoff base ms   ARGV[6] backoff cap ms   ARGV[7] record ('1' = always)
+  ARGV[8] '1' = dead-letter at once, whatever tries remain (a deterministic failure,
+          such as a result that cannot be stored; optional, default retry)
   Returns: 1 retrying (scheduled)   2 dead
     -1 no such row   -2 stale token   -3 not in active
   Tries are claims less hand-backs (a graceful shutdown's give-back is not a try).
@@ -18,7 +20,7 @@ local now = emq_now()
 redis.call('ZREM', KEYS[1], id)
 if row[4] then emq_release_slot(p, row[4]) end
 local tries = tonumber(row[1]) - tonumber(row[3] or '0')
-if tries < tonumber(row[2]) then
+if ARGV[8] ~= '1' and tries < tonumber(row[2]) then
   local delay = tonumber(ARGV[5]) * (2 ^ (tries - 1))
   local cap = tonumber(ARGV[6])
   if delay > cap then delay = cap end
