@@ -19,6 +19,7 @@ import echomq
 from echomq.jobs import stalled
 from echomq.jobs.consumer import Consumer
 from echomq.jobs.scheduler import BatchScheduler
+from echomq.jobs.settle import Settlement
 from echomq.models import StalledSweep
 from echomq.queue import validate
 from echomq.queue.connection import Connection
@@ -57,6 +58,11 @@ VERBS: dict[str, Verb] = {
     "dead_jobs limit": lambda c, v: echomq.dead_jobs(c, "q", limit=v),
     "purge keep": lambda c, v: echomq.purge(c, "q", "dead", keep=v),
     "set_group_limit limit": lambda c, v: echomq.set_group_limit(c, "q", "g", v),
+    "complete keep": lambda c, v: echomq.complete(c, "q", "1", 1, None, keep=v),
+    "complete_many keep": lambda c, v: echomq.complete_many(
+        c, "q", [Settlement("1", 1, "completed", "null")], keep=v),
+    "Consumer keep_completed": _consumer(keep_completed=1),
+    "Consumer result_limit": _consumer(result_limit=1),
     "Consumer lease_ms": _consumer(lease_ms=1),
     "Consumer max_stalled": _consumer(max_stalled=1),
     "Consumer beat_ms": _consumer(beat_ms=1),
@@ -90,6 +96,14 @@ def test_every_duration_and_count_has_one_upper_bound_checked_before_the_wire(
 ) -> None:
     with pytest.raises(echomq.InvalidArgument, match="must be at most"):
         VERBS[verb](offline, value)
+
+
+@pytest.mark.parametrize("keep", [1.5, -2, True, "3"])
+def test_a_retention_count_is_minus_one_or_a_count(offline: Connection, keep: object) -> None:
+    with pytest.raises(echomq.InvalidArgument, match="keep"):
+        echomq.complete(offline, "q", "1", 1, None, keep=keep)  # type: ignore[arg-type]
+    with pytest.raises(echomq.InvalidArgument, match="keep_completed"):
+        Consumer(offline, "q", lambda job: None, keep_completed=keep)  # type: ignore[arg-type]
 
 
 # --- at the bound, on a real server: accepted, and every score stays exact ----------------

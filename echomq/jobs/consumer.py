@@ -106,10 +106,7 @@ class Consumer:
             prefetch, "prefetch")
         self.poll_s = validate.positive_int(poll_ms, "poll_ms") / 1000
         self.grace_s = validate.non_negative_int(shutdown_grace_ms, "shutdown_grace_ms") / 1000
-        if isinstance(keep_completed, bool) or not isinstance(keep_completed, int) or (
-            keep_completed < KEEP_ALL
-        ):
-            raise InvalidArgument("keep_completed must be -1 (keep all) or a count >= 0")
+        validate.keep_count(keep_completed, "keep_completed")
         self.result_limit = validate.positive_int(result_limit, "result_limit")
         self.cancel = cancel
         self.record = record

@@ -85,7 +85,8 @@ def complete_call(
     keys: Keys, settlements: Sequence[Settlement], record: bool, keep: int = KEEP_ALL
 ) -> Call:
     """The ``complete`` transition for a batch (complete.lua's KEYS and ARGV)."""
-    args: list[str | int] = [keys.base, "1" if record else "0", keep]
+    args: list[str | int] = [keys.base, "1" if record else "0",
+                             validate.keep_count(keep, "keep")]
     for s in settlements:
         keys.job(s.job_id)  # the gate, before the wire
         args += [s.job_id, s.token, s.outcome, s.result]

@@ -54,6 +54,15 @@ def non_negative_int(value: object, what: str) -> int:
     return _bounded(value, what)
 
 
+def keep_count(value: object, what: str) -> int:
+    """A retention count: -1 (keep all) or an int in 0..``MAX_INT``, else ``InvalidArgument``."""
+    if value == -1 and isinstance(value, int) and not isinstance(value, bool):
+        return -1
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgument(f"{what} must be -1 (keep all) or a count >= 0, got {value!r}")
+    return _bounded(value, what)
+
+
 def priority(value: object) -> int:
     number = non_negative_int(value, "priority")
     if number > MAX_PRIORITY:
