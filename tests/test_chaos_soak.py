@@ -52,10 +52,10 @@ ROOT = Path(__file__).resolve().parent.parent
 JOBS = 3000
 WORKERS = 3
 CONCURRENCY = 4
-LEASE_MS = 3000
-SLOW_SHARE = 0.2  # of the jobs take 50-300 ms; the rest 1-5 ms
-PRODUCE_S = 14.0  # jobs arrive in batches over this long
-CHAOS_S = 20.0  # kills happen until then
+LEASE_MS = 2000
+SLOW_SHARE = 0.25  # of the jobs take 50-300 ms; the rest 1-5 ms
+PRODUCE_S = 8.0  # jobs arrive in batches over this long
+CHAOS_S = 16.0  # kills happen until then
 FOLD_EVERY_S = 0.5
 SETTLE_S = 45.0
 
@@ -78,6 +78,12 @@ class Run:
     attempts: int
     pid: int
     at: float
+    left: str
+    """The lease left (ms) when the handler started, ``lost`` or ``unknown``."""
+
+    def lapsed(self) -> bool:
+        """Whether this run started on a lease that had lapsed or was no longer its own."""
+        return self.left == "lost" or (self.left.lstrip("-").isdigit() and int(self.left) <= 0)
 
 
 @dataclass
@@ -99,8 +105,8 @@ class Plan:
         while t < CHAOS_S:
             kills.append(t)
             t += rng.uniform(2.5, 4.0)
-        start = rng.uniform(10.5, 12.0)
-        return cls(seed, durations, kills, rng.uniform(6.5, 8.5), (start, start + 5.0))
+        start = rng.uniform(8.5, 10.0)
+        return cls(seed, durations, kills, rng.uniform(4.5, 6.5), (start, start + 5.0))
 
 
 @dataclass
@@ -213,15 +219,16 @@ def read_runs(log_dir: Path) -> dict[str, list[Run]]:
     runs: dict[str, list[Run]] = defaultdict(list)
     for path in log_dir.glob("runs-*.log"):
         for line in path.read_text().splitlines():
-            job, attempts, pid, phase, at = line.split()
+            job, attempts, pid, phase, at, *left = line.split()
             if phase == "run":
-                runs[job].append(Run(job, int(attempts), int(pid), float(at)))
+                runs[job].append(Run(job, int(attempts), int(pid), float(at), *left))
     for job_runs in runs.values():
         job_runs.sort(key=lambda r: r.at)
     return runs
 
 
-def classify(runs: dict[str, list[Run]], killed: dict[int, float]) -> tuple[int, list[str]]:
+def classify(runs: dict[str, list[Run]], killed: dict[int, float]
+             ) -> tuple[int, list[tuple[Run, Run]]]:
     """Count second runs: after the previous runner was killed (expected), or duplicates.
 
     A run is a re-run after kill when the worker that ran the job before was ``kill -9``d
@@ -229,15 +236,13 @@ def classify(runs: dict[str, list[Run]], killed: dict[int, float]) -> tuple[int,
     the job (its lease lapsed in its hands, or it ran one claim twice).
     """
     after_kill, duplicates = 0, []
-    for job, job_runs in runs.items():
+    for job_runs in runs.values():
         for before, again in zip(job_runs, job_runs[1:], strict=False):
             killed_at = killed.get(before.pid)
             if killed_at is not None and killed_at <= again.at:
                 after_kill += 1
             else:
-                duplicates.append(f"{job}: attempt {before.attempts} by pid {before.pid} "
-                                  f"then attempt {again.attempts} by pid {again.pid} "
-                                  f"{again.at - before.at:.3f}s later")
+                duplicates.append((before, again))
     return after_kill, duplicates
 
 
@@ -311,6 +316,9 @@ def books(soak: Soak, settled: bool, folded: bool) -> dict[str, Any]:
         bucket_jobs = Counter(e.job_id for e in restored.entries(soak.queue))
     runs = read_runs(soak.log_dir)
     after_kill, duplicates = classify(runs, soak.killed)
+    examples = [f"{a.job}: attempt {a.attempts} by pid {a.pid} (lease left {a.left} ms at "
+                f"start) then attempt {b.attempts} by pid {b.pid} {b.at - a.at:.3f}s later"
+                for a, b in duplicates[:5]]
     expected = set(soak.ids)
     lost = {
         "not completed": JOBS - states["completed"],
@@ -337,7 +345,12 @@ def books(soak: Soak, settled: bool, folded: bool) -> dict[str, Any]:
         "floor outcomes": dict(floor_outcomes), "bucket entries": sum(bucket_jobs.values()),
         "duplicates": sum(repeated.values()), "duplicate detail": repeated,
         "losses": sum(lost.values()), "loss detail": lost,
-        "duplicate examples": duplicates[:5],
+        "duplicates whose first run started on a lapsed lease": sum(
+            1 for a, _ in duplicates if a.lapsed()),
+        "duplicates whose first run started with under a quarter of its lease": sum(
+            1 for a, _ in duplicates if a.lapsed() or (a.left.isdigit()
+                                                       and int(a.left) < LEASE_MS // 4)),
+        "duplicate examples": examples,
     }
 
 
