@@ -48,6 +48,18 @@ def lease_left(conn: Connection, keys: Keys, job: Any) -> str:
     return str(int(score) - (int(secs) * 1000 + int(micros) // 1000))
 
 
+def connect(url: str, executor: str) -> Connection:
+    """Connect, waiting out a server restart the way a supervisor's retry would."""
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            return echomq.connect(url, executor=executor)  # type: ignore[arg-type]
+        except echomq.ConnectionFailed:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 def main() -> None:
     url, queue, executor, log_dir, lease_ms, concurrency = sys.argv[1:7]
     pid = os.getpid()
@@ -56,7 +68,7 @@ def main() -> None:
     fd = os.open(os.path.join(log_dir, f"runs-{pid}.log"),
                  os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
-    conn = echomq.connect(url, executor=executor)  # type: ignore[arg-type]
+    conn = connect(url, executor)
     keys = Keys(queue)
 
     def note(job: Any, phase: str, *extra: str) -> None:

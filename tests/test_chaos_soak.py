@@ -125,6 +125,7 @@ class Soak:
     rng: random.Random
     workers: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
     killed: dict[int, float] = field(default_factory=dict)
+    exited: dict[int, tuple[float, int | None]] = field(default_factory=dict)
     ids: list[str] = field(default_factory=list)
     restarts: int = 0
     outages: int = 0
@@ -140,8 +141,8 @@ class Soak:
     # -- workers --------------------------------------------------------------------------
 
     def start_worker(self) -> None:
-        out = open(self.log_dir / f"spawn-{len(self.workers) + len(self.killed)}.out", "wb")  # noqa: SIM115
-        with out:
+        spawned = len(self.workers) + len(self.killed) + len(self.exited)
+        with open(self.log_dir / f"spawn-{spawned}.out", "wb") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "tests.chaos_worker", self.server.url, self.queue,
                  self.executor, str(self.log_dir), str(LEASE_MS), str(CONCURRENCY)],
@@ -156,6 +157,17 @@ class Soak:
         proc.kill()
         proc.wait(10)
         self.start_worker()
+
+    def replace_exited(self) -> None:
+        """A worker that ended on its own is noted and replaced, as a supervisor would.
+
+        A Consumer may stop loudly (issue 8, item 3) but never silently; its jobs are then
+        re-run like a killed worker's. The exits are a figure of their own."""
+        for pid, proc in list(self.workers.items()):
+            if proc.poll() is not None:
+                self.exited[pid] = (time.time(), proc.returncode)
+                del self.workers[pid]
+                self.start_worker()
 
     def stop_workers(self) -> None:
         for proc in self.workers.values():
@@ -237,8 +249,8 @@ def classify(runs: dict[str, list[Run]], killed: dict[int, float]
     """Count second runs: after the previous runner was killed (expected), or duplicates.
 
     A run is a re-run after kill when the worker that ran the job before was ``kill -9``d
-    before this run started; any other second run means a healthy worker lost or repeated
-    the job (its lease lapsed in its hands, or it ran one claim twice).
+    (or had exited) before this run started; any other second run means a healthy worker
+    lost or repeated the job (its lease lapsed in its hands, or it ran one claim twice).
     """
     after_kill, duplicates = 0, []
     for job_runs in runs.values():
@@ -262,6 +274,7 @@ def drive(soak: Soak, plan: Plan) -> None:
         now = time.monotonic() - t0
         if batches and now >= PRODUCE_S * batches[0][0] / JOBS and soak.add_batch(*batches[0]):
             batches.pop(0)
+        soak.replace_exited()
         if kills and now >= kills[0]:
             kills.pop(0)
             soak.kill_one()
@@ -287,6 +300,7 @@ def settle(soak: Soak) -> bool:
             counts = echomq.counts(soak.conn, soak.queue)
         except redis.RedisError:
             counts = None
+        soak.replace_exited()
         if counts is not None and counts.completed + counts.dead >= JOBS and (
                 counts.pending, counts.active, counts.scheduled) == (0, 0, 0):
             return True
@@ -330,7 +344,8 @@ def books(soak: Soak, seed: int, settled: bool, folded: bool) -> dict[str, Any]:
     floor_outcomes = Counter(e.outcome.value for e in soak.driver.floor.entries(soak.queue))
     in_bucket, bucket_error = bucket_jobs(soak)
     runs = read_runs(soak.log_dir)
-    after_kill, duplicates = classify(runs, soak.killed)
+    gone = soak.killed | {pid: at for pid, (at, _) in soak.exited.items()}
+    after_kill, duplicates = classify(runs, gone)
     examples = [f"{a.job}: attempt {a.attempts} by pid {a.pid} (lease left {a.left} ms at "
                 f"start) then attempt {b.attempts} by pid {b.pid} {b.at - a.at:.3f}s later"
                 for a, b in duplicates[:5]]
@@ -352,7 +367,9 @@ def books(soak: Soak, seed: int, settled: bool, folded: bool) -> dict[str, Any]:
     return {
         "executor": soak.executor, "seed": seed, "jobs": len(soak.ids),
         "settled": settled, "caught up": folded,
-        "kills": len(soak.killed), "restarts": soak.restarts, "outages": soak.outages,
+        "kills": len(soak.killed), "workers that exited unasked": {
+            pid: code for pid, (_, code) in soak.exited.items()},
+        "restarts": soak.restarts, "outages": soak.outages,
         "folds ok": soak.folds_ok, "fold errors": dict(soak.fold_errors),
         "add retries": soak.add_retries,
         "runs": sum(len(v) for v in runs.values()), "re-runs after kill": after_kill,
