@@ -4,13 +4,15 @@ Three worker processes (``tests/chaos_worker.py``: a recording Consumer, ``recov
 take a stream of mixed jobs (most 1-5 ms, some 50-300 ms) while the soak ``kill -9``s a
 random worker every few seconds (and starts a replacement), ``kill -9``s the AOF Valkey
 once and starts it again on the same port, and stops the S3 server (SeaweedFS) for a few
-seconds while a fold runs every half second. Then it settles: every job completed, final
-folds, and the books must balance:
+seconds while a fold runs every half second. Jobs arrive faster than the workers take
+them for the first 8 s, so a backlog builds and each Consumer buffers deeply: the ordinary
+situation in which a healthy worker's buffered leases used to lapse (issue 8, item 1).
+Then it settles: every job completed, final folds, and the books must balance:
 
 * every job completed exactly once: its row says ``completed``, the completed set holds
   every job, the stream recorded one entry per job (``entries-added``), nothing is dead;
 * the floor holds each job's outcome once, and so does a floor restored from the bucket
-  alone (after ``verify``);
+  alone (after ``verify``), entry for entry the same (their digests);
 * every run is accounted for: a job run again after the worker running it was killed is
   a "re-run after kill" (expected); any other second run is a duplicate (a healthy worker
   lost or repeated work).
@@ -320,14 +322,35 @@ def final_folds(soak: Soak) -> bool:
 
 def bucket_jobs(soak: Soak) -> tuple[Counter[str], str | None]:
     """Each job's count in a floor restored from the bucket alone (after ``verify``), and
-    the archive's error when the bucket does not verify or restore."""
+    what is wrong with the bucket: an archive error, or a restored floor that differs
+    from the working floor entry for entry (their digests)."""
     try:
         verify(soak.remote, [soak.queue], progress=False)
         restore(soak.remote, soak.tmp / "restored", [soak.queue], progress=False)
     except echomq.EchoMQError as exc:
         return Counter(), repr(exc)
     with Floor(soak.tmp / "restored") as restored:
-        return Counter(e.job_id for e in restored.entries(soak.queue)), None
+        jobs = Counter(e.job_id for e in restored.entries(soak.queue))
+        same = restored.digest(soak.queue) == soak.driver.floor.digest(soak.queue)
+    return jobs, None if same else "the restored floor's digest differs from the floor's"
+
+
+def why_duplicated(duplicates: list[tuple[Run, Run]]) -> dict[str, Any]:
+    """How much lease the first run of each duplicated job started on: a job held in a
+    healthy worker's buffer past its lease starts on a lapsed one (issue 8, item 1)."""
+    def short(run: Run) -> bool:
+        return run.lapsed() or (run.left.isdigit() and int(run.left) < LEASE_MS // 4)
+
+    return {
+        "duplicates whose first run started on a lapsed lease": sum(
+            1 for a, _ in duplicates if a.lapsed()),
+        "duplicates whose first run started with under a quarter of its lease": sum(
+            1 for a, _ in duplicates if short(a)),
+        "duplicate examples": [
+            f"{a.job}: attempt {a.attempts} by pid {a.pid} (lease left {a.left} ms at start) "
+            f"then attempt {b.attempts} by pid {b.pid} {b.at - a.at:.3f}s later"
+            for a, b in duplicates[:5]],
+    }
 
 
 def books(soak: Soak, seed: int, settled: bool, folded: bool) -> dict[str, Any]:
@@ -346,15 +369,13 @@ def books(soak: Soak, seed: int, settled: bool, folded: bool) -> dict[str, Any]:
     runs = read_runs(soak.log_dir)
     gone = soak.killed | {pid: at for pid, (at, _) in soak.exited.items()}
     after_kill, duplicates = classify(runs, gone)
-    examples = [f"{a.job}: attempt {a.attempts} by pid {a.pid} (lease left {a.left} ms at "
-                f"start) then attempt {b.attempts} by pid {b.pid} {b.at - a.at:.3f}s later"
-                for a, b in duplicates[:5]]
     expected = set(soak.ids)
     lost = {
         "not completed": JOBS - states["completed"],
         "never ran": len(expected - set(runs)),
         "not in the floor": len(expected - set(floor_jobs)),
         "not in the bucket": len(expected - set(in_bucket)),
+        "bucket errors": int(bucket_error is not None),
         "stream entries short": max(0, JOBS - int(stream["entries-added"])),
     }
     repeated = {
@@ -379,12 +400,7 @@ def books(soak: Soak, seed: int, settled: bool, folded: bool) -> dict[str, Any]:
         "bucket error": bucket_error,
         "duplicates": sum(repeated.values()), "duplicate detail": repeated,
         "losses": sum(lost.values()), "loss detail": lost,
-        "duplicates whose first run started on a lapsed lease": sum(
-            1 for a, _ in duplicates if a.lapsed()),
-        "duplicates whose first run started with under a quarter of its lease": sum(
-            1 for a, _ in duplicates if a.lapsed() or (a.left.isdigit()
-                                                       and int(a.left) < LEASE_MS // 4)),
-        "duplicate examples": examples,
+        **why_duplicated(duplicates),
     }
 
 
