@@ -136,6 +136,11 @@ class Soak:
     add_retries: int = 0
     _stop_folding: threading.Event = field(default_factory=threading.Event)
 
+    def note(self, what: str) -> None:
+        """One line of ``timeline.log`` (wall time, what happened), for the post-mortem."""
+        with open(self.tmp / "timeline.log", "a") as out:
+            out.write(f"{time.time():.6f} {what}\n")
+
     @property
     def log_dir(self) -> Path:
         return self.tmp / "logs"
@@ -156,6 +161,7 @@ class Soak:
         pid = self.rng.choice(sorted(self.workers))
         proc = self.workers.pop(pid)
         self.killed[pid] = time.time()
+        self.note(f"kill -9 worker {pid}")
         proc.kill()
         proc.wait(10)
         self.start_worker()
@@ -168,6 +174,7 @@ class Soak:
         for pid, proc in list(self.workers.items()):
             if proc.poll() is not None:
                 self.exited[pid] = (time.time(), proc.returncode)
+                self.note(f"worker {pid} exited with {proc.returncode}")
                 del self.workers[pid]
                 self.start_worker()
 
@@ -208,6 +215,7 @@ class Soak:
             self.driver.fold(self.queue)
         except (echomq.EchoMQError, redis.RedisError) as exc:
             self.fold_errors[type(exc).__name__] += 1
+            self.note(f"fold failed: {exc!r}")
             return False
         self.folds_ok += 1
         return True
@@ -282,15 +290,19 @@ def drive(soak: Soak, plan: Plan) -> None:
             soak.kill_one()
         if not restarted and now >= plan.restart_at:
             restarted = True
-            soak.server.restart(hard=True)  # kill -9; AOF with fsync always keeps every write
+            soak.note("kill -9 Valkey")
+            soak.server.restart(hard=True)  # AOF with fsync always keeps every write
+            soak.note("Valkey answers again")
             soak.restarts += 1
         if not outage_started and now >= plan.outage[0]:
             outage_started = True
+            soak.note("S3 stopping")
             soak.weed.stop()
             soak.outages += 1
         if outage_started and not outage_healed and now >= plan.outage[1]:
             outage_healed = True
             soak.weed.start()
+            soak.note("S3 answers again")
         time.sleep(0.02)
 
 
