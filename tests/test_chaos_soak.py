@@ -19,7 +19,10 @@ Then it settles: every job completed, final folds, and the books must balance:
 
 The figures (jobs, kills, restarts, outages, folds, re-runs after kill, duplicates, losses)
 are printed past pytest's capture, so the CI log shows them on success too. The random
-timeline is seeded; ``EMQ_CHAOS_SEED`` replays one.
+timeline is seeded; ``EMQ_CHAOS_SEED`` replays one (the same jobs, kills, restart and
+outage times; the interleaving is the machine's). For a post-mortem, the test's tmp
+folder keeps ``timeline.log`` (kills, restart, outage, every failed fold) and, under
+``logs/``, each worker's run log, its Consumer log and its output.
 """
 
 from __future__ import annotations
