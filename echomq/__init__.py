@@ -24,6 +24,7 @@ from echomq.errors import (
     NotRemovable,
     RemoteUnavailable,
     StaleToken,
+    StreamUnavailable,
 )
 from echomq.jobs.consumer import Consumer
 from echomq.jobs.lease import extend_lock, reap
@@ -80,6 +81,7 @@ __all__ = [
     "RemoteUnavailable",
     "StaleToken",
     "StalledSweep",
+    "StreamUnavailable",
     "add",
     "archive",
     "add_many",

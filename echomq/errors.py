@@ -59,6 +59,10 @@ class LeaseHeld(ArchiveError):
     """Another driver holds the fold lease for this stream."""
 
 
+class StreamUnavailable(ArchiveError):
+    """The Redis server behind a stream failed mid-fold; the next fold picks up."""
+
+
 class RemoteUnavailable(ArchiveError):
     """The object store could not be reached or kept failing; nothing was trimmed."""
 

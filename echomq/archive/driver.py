@@ -21,7 +21,9 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
@@ -42,7 +44,7 @@ from echomq.archive.lease import FoldLease, NotArchiveOfRecord, NotDeclared
 from echomq.archive.remote import Manifest, ManifestConflict, Remote
 from echomq.archive.restore import pull
 from echomq.archive.slices import ZERO_ID, RawItem, SliceContent, build_slice, decode_slice
-from echomq.errors import ArchiveError, InvalidArgument
+from echomq.errors import ArchiveError, InvalidArgument, StreamUnavailable
 from echomq.queue.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -169,6 +171,8 @@ class Driver:
         self.wait_ms = wait_ms
         self.hook = hook
         self.compress_level = compress_level
+        self._lease_token = uuid.uuid4().hex
+        self._folding = threading.Lock()
 
     def close(self) -> None:
         if self._owns_floor:
@@ -184,42 +188,71 @@ class Driver:
         """Fold everything in ``queue``'s stream at the call, slice by slice.
 
         Raises ``NotDeclared`` for an undeclared stream, ``LeaseHeld`` when another
-        driver folds it, and ``RemoteUnavailable`` (after the floor commit stands and
-        with nothing unsafe trimmed) when the object store keeps failing. The exception
-        carries the partial report as ``.report``.
+        driver folds it, ``RemoteUnavailable`` (after the floor commit stands and with
+        nothing unsafe trimmed) when the object store keeps failing, and
+        ``StreamUnavailable`` when the Redis server fails mid-fold. The exception carries
+        the partial report as ``.report``. One driver folds one queue at a time: its folds
+        share one lease token, so a fold whose lease release was lost to a server failure
+        does not lock this driver's next fold out.
         """
         keys = Keys(queue)
-        if not is_declared(self.redis, queue):
-            raise NotDeclared(f"the outcome stream of {queue!r} is not declared; "
-                              "declare it before archiving (it is never trimmed otherwise)")
         tally = _Tally(queue)
-        lease = FoldLease(self.redis, queue, self.lease_ms, self.wait_ms).acquire()
         try:
-            end = self._stream_end(keys, queue)
-            manifest = self._sync(queue, lease, tally) if self.remote is not None else None
-            self._check_gap(keys, queue)
-            self._trim(queue, lease, tally)
-            while end is not None:
-                checkpoint = self.floor.checkpoint(queue)
-                if not id_lt(checkpoint, end):
-                    break
-                lease.renew()
-                with _quiet_gc():
-                    content = self._read_slice(keys, queue, checkpoint, end)
-                    self._check_gap(keys, queue)  # after the read: it may have missed some
-                    if content is None:
-                        break
-                    self._commit(content, tally)
-                if self.remote is not None:
-                    manifest = self._upload(content, manifest, lease, tally)
-                self._trim(queue, lease, tally)
+            with self._folding:
+                if not is_declared(self.redis, queue):
+                    raise NotDeclared(f"the outcome stream of {queue!r} is not declared; "
+                                      "declare it before archiving (it is never trimmed "
+                                      "otherwise)")
+                lease = FoldLease(self.redis, queue, self.lease_ms, self.wait_ms,
+                                  token=self._lease_token).acquire()
+                try:
+                    self._fold_slices(keys, queue, lease, tally)
+                finally:
+                    with suppress(redis.RedisError):  # never mask the fold's own error
+                        lease.release()
+        except redis.RedisError as exc:
+            error = StreamUnavailable(f"the Redis server failed while folding {queue!r} "
+                                      f"(nothing unsafe was trimmed): {exc}")
+            error.report = tally.freeze(self._checkpoint_or_unknown(queue), repr(error))  # type: ignore[attr-defined]
+            raise error from exc
         except ArchiveError as exc:
             exc.report = tally.freeze(self._checkpoint_or_unknown(queue), repr(exc))  # type: ignore[attr-defined]
             raise
-        finally:
-            with suppress(redis.RedisError):  # never mask the fold's own error
-                lease.release()
         return tally.freeze(self.floor.checkpoint(queue))
+
+    def _fold_slices(self, keys: Keys, queue: str, lease: FoldLease, tally: _Tally) -> None:
+        """Repair what an earlier fold left (upload, trim), then fold slice by slice."""
+        end = self._stream_end(keys, queue)
+        manifest = self._sync(queue, lease, tally) if self.remote is not None else None
+        self._check_gap(keys, queue)
+        self._trim(queue, lease, tally)
+        while end is not None:
+            checkpoint = self.floor.checkpoint(queue)
+            if not id_lt(checkpoint, end):
+                break
+            lease.renew()
+            with _quiet_gc():
+                content = self._read_slice(keys, queue, checkpoint, end)
+                self._check_gap(keys, queue)  # after the read: it may have missed some
+                if content is None:
+                    break
+                self._commit(content, tally)
+            if self.remote is not None:
+                manifest = self._upload(content, manifest, lease, tally)
+            self._trim(queue, lease, tally)
+
+    def fold_declared(self) -> dict[str, FoldReport]:
+        """Fold every declared queue once; a queue that fails is reported with ``error``
+        set (and logged) and the others still fold."""
+        reports: dict[str, FoldReport] = {}
+        for queue in declared_queues(self.redis):
+            try:
+                reports[queue] = self.fold(queue)
+            except ArchiveError as exc:
+                log.warning("archive fold of %r failed: %s", queue, exc)
+                reports[queue] = getattr(exc, "report", None) or FoldReport(queue,
+                                                                             error=repr(exc))
+        return reports
 
     def _checkpoint_or_unknown(self, queue: str) -> str:
         """The checkpoint for a failure's report; a floor that fails to read is no reason
@@ -539,20 +572,12 @@ def fold_declared(conn: object, floor: Floor | str | os.PathLike[str],
                   remote: Remote | None = None, **options: object) -> dict[str, FoldReport]:
     """Fold every declared queue once (the scheduler's job). A queue that fails is
     reported with ``error`` set and the others still fold."""
-    reports: dict[str, FoldReport] = {}
     try:
         driver = Driver(conn, floor, remote, **options)  # type: ignore[arg-type]
     except ArchiveError as exc:  # the floor cannot open: every queue failed, by name
         log.warning("archive fold failed: %s", exc)
         return {q: FoldReport(q, error=repr(exc)) for q in declared_queues(conn)}
     try:
-        for queue in declared_queues(conn):
-            try:
-                reports[queue] = driver.fold(queue)
-            except ArchiveError as exc:
-                log.warning("archive fold of %r failed: %s", queue, exc)
-                reports[queue] = getattr(exc, "report", None) or FoldReport(queue,
-                                                                             error=repr(exc))
-        return reports
+        return driver.fold_declared()
     finally:
         driver.close()

@@ -68,13 +68,14 @@ def raise_for_reply(script: str, code: int, queue: str) -> int:
 class FoldLease:
     """A fenced lease on one queue's archive; ``wait_ms`` > 0 waits for a held one."""
 
-    def __init__(self, client: redis.Redis, queue: str, lease_ms: int, wait_ms: int = 0) -> None:
+    def __init__(self, client: redis.Redis, queue: str, lease_ms: int, wait_ms: int = 0,
+                 token: str | None = None) -> None:
         self.client = client
         self.queue = queue
         self.keys = Keys(queue)
         self.lease_ms = lease_ms
         self.wait_ms = wait_ms
-        self.token = uuid.uuid4().hex
+        self.token = token or uuid.uuid4().hex
         self._scripts: dict[str, Script] = {}
 
     def _run(self, name: str, keys: list[str], args: list[str | int]) -> int:

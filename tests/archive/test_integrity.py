@@ -23,13 +23,16 @@ from echomq.archive import (
     StreamGap,
     archive_of_record,
     declare,
+    fold_declared,
     record_address,
     restore,
 )
 from echomq.archive.cli import archive_cli
 from echomq.archive.entries import id_key
 from echomq.archive.seaweed import SeaweedS3
+from echomq.errors import StreamUnavailable
 from echomq.queue.connection import Connection
+from echomq.queue.embedded import EmbeddedValkey
 
 
 def all_ids(rec: Recorder) -> list[str]:
@@ -276,3 +279,50 @@ def test_the_cli_declares_the_record(rec: Recorder, server_url: str, seaweed: Se
     code, out, _ = invoke("fold", rec.queue, "--url", server_url, "--floor",
                           str(tmp_path / "fl"), "--json")
     assert code == 0 and json.loads(out)["trimmed"] == 2
+
+
+# --- the Redis server failing mid-fold --------------------------------------------------
+
+
+def test_a_server_failure_mid_fold_is_an_archive_error_and_the_same_driver_goes_on(
+    private_server: EmbeddedValkey, floor_path: Path, queue: str
+) -> None:
+    conn = echomq.connect(private_server.url)
+    declare(conn, queue)
+    rec = Recorder(conn, queue)
+    rec.add(12)
+    crashed = {"n": 0}
+
+    def kill_once(point: str) -> None:
+        if point == "after_floor_commit" and not crashed["n"]:
+            crashed["n"] += 1
+            private_server.kill()
+
+    driver = Driver(conn, floor_path, slice_count=5, hook=kill_once)
+    with pytest.raises(StreamUnavailable, match=queue) as caught:
+        driver.fold(queue)
+    assert caught.value.report.entries == 5  # type: ignore[attr-defined]
+    private_server.start()  # AOF: the stream and the lapsing fold lease are back
+    report = driver.fold(queue)  # its own lease is no obstacle
+    assert (report.error, report.entries, report.trimmed) == (None, 7, 12)
+    assert rec.stream_ids() == []
+    driver.close()
+    conn.close()
+
+
+def test_fold_declared_reports_a_server_failure_per_queue(
+    private_server: EmbeddedValkey, floor_path: Path, queue: str
+) -> None:
+    conn = echomq.connect(private_server.url)
+    for name in (queue + "a", queue + "b"):
+        declare(conn, name)
+        Recorder(conn, name).add(3)
+
+    def kill(point: str) -> None:
+        if point == "after_floor_commit":
+            private_server.kill()
+
+    reports = fold_declared(conn, floor_path, hook=kill)
+    assert sorted(reports) == [queue + "a", queue + "b"]
+    assert all("StreamUnavailable" in (r.error or "") for r in reports.values())
+    conn.close()
