@@ -218,3 +218,21 @@ def test_the_event_subscription_survives_a_dropped_connection(
     wait_until(lambda: echomq.counts(conn, queue).completed == 1)
     job = echomq.get_job(conn, queue, job_id)
     assert job is not None and job.result == "cancelled:after the drop"
+
+
+@pytest.mark.parametrize("record", [True, False])
+def test_a_consumer_started_while_its_server_is_down_waits_for_it(
+    private_server: Any, queue: str, running: list[Running], record: bool
+) -> None:
+    """A worker started during a server restart (refused, or loading its AOF) used to
+    exit at once with redis-py's error from declaring its stream."""
+    conn = echomq.connect(private_server.url)
+    echomq.add(conn, queue, {"n": 1})
+    private_server.stop()
+    r = start(running, conn, queue, lambda job: "done", record=record)
+    time.sleep(1.0)
+    assert r.thread.is_alive() and r.error is None
+    private_server.start()
+    wait_until(lambda: echomq.counts(conn, queue).completed == 1, timeout=15)
+    assert r.error is None
+    conn.close()

@@ -199,10 +199,7 @@ class Consumer:
         return restore
 
     def _start(self) -> None:
-        if self.record:
-            from echomq.archive.declared import declare
-
-            declare(self.conn, self.queue)
+        self._wait_for_server()
         self._settler.start()
         for n in range(self.concurrency):
             t = threading.Thread(target=self._guarded, args=(self._work_loop,),
@@ -216,6 +213,25 @@ class Consumer:
         log.info("consumer on %r: concurrency %d, lease %d ms, recovery %s, executor %s",
                  self.queue, self.concurrency, self.lease_ms, self.recovery,
                  self.conn.executor_name)
+
+    def _wait_for_server(self) -> None:
+        """Declare the stream (or just reach the server), riding out a server that is
+        restarting or loading its data, as the claim loop does, until ``stop()``."""
+        from echomq.archive.declared import declare
+
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                if self.record:
+                    declare(self.conn, self.queue)
+                else:
+                    self.conn.redis.ping()
+                return
+            except (ConnectionFailed, redis.ConnectionError, redis.TimeoutError) as exc:
+                failures += 1
+                delay = min(5.0, 0.1 * 2**failures)
+                log.warning("server not ready (%s); retrying in %.1fs", exc, delay)
+                self._stop.wait(delay)
 
     def _crash(self, thread: str, exc: BaseException) -> None:
         """A thread met an exception it cannot handle: say so at ERROR and stop now."""
