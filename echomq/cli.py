@@ -1,5 +1,7 @@
 """``emq``: the command line. Every command takes ``--url`` (or ``$EMQ_URL``); with
-none, it runs against the embedded Valkey in ``--data-dir`` (one per process)."""
+none, it runs against the embedded Valkey of ``--data-dir``: ONE persistent server
+per folder, started by the first command that needs it and left running for the
+next, until ``emq server stop``."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import echomq
 from echomq.jobs.consumer import Consumer
 from echomq.jobs.scheduler import BatchScheduler
 from echomq.queue.connection import Connection
+from echomq.queue.embedded import ServerInfo, SharedValkey
 
 log = logging.getLogger("echomq.cli")
 
@@ -23,9 +26,12 @@ log = logging.getLogger("echomq.cli")
 def _connect(ctx: click.Context) -> Connection:
     opts = ctx.find_root().params
     if "conn" not in ctx.meta:
-        ctx.meta["conn"] = echomq.connect(
-            opts["url"], executor=opts["executor"], data_dir=opts["data_dir"]
-        )
+        try:
+            ctx.meta["conn"] = echomq.connect(
+                opts["url"], executor=opts["executor"], data_dir=opts["data_dir"]
+            )
+        except echomq.ConnectionFailed as exc:  # its text is already redacted
+            raise click.ClickException(str(exc)) from exc
     conn: Connection = ctx.meta["conn"]
     return conn
 
@@ -70,7 +76,8 @@ def load_handler(path: str) -> Callable[..., Any]:
 @click.option("--executor", type=click.Choice(["scripts", "functions"]), default="scripts",
               envvar="EMQ_EXECUTOR", show_default=True)
 @click.option("--data-dir", envvar="EMQ_DATA_DIR", default=None,
-              help="Folder of the embedded Valkey (default ./.echomq/valkey).")
+              help="Folder of the embedded Valkey used without --url: one shared, "
+              "persistent server per folder (default ./.echomq/valkey).")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
 def main(url: str | None, executor: str, data_dir: str | None, log_level: str) -> None:
@@ -254,6 +261,57 @@ def demo(workdir: str) -> None:
     from echomq.demo import run_demo
 
     run_demo(workdir)
+
+
+@main.group()
+def server() -> None:
+    """The embedded Valkey of --data-dir: one persistent server per folder, shared by
+    every command without --url and by echomq.connect() without a URL."""
+
+
+def _describe(info: ServerInfo) -> dict[str, Any]:
+    return {"url": info.url, "pid": info.pid, "data_dir": info.data_dir}
+
+
+def _shared(ctx: click.Context) -> SharedValkey:
+    return SharedValkey(ctx.find_root().params["data_dir"])
+
+
+@server.command("start")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def server_start(ctx: click.Context, as_json: bool) -> None:
+    """Start the folder's server (or find the running one) and print where it listens."""
+    try:
+        info = _shared(ctx).ensure()
+    except echomq.ConnectionFailed as exc:
+        raise click.ClickException(str(exc)) from exc
+    _emit({"state": "running", **_describe(info)}, as_json)
+
+
+@server.command("status")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def server_status(ctx: click.Context, as_json: bool) -> None:
+    """Print the folder's server; exit status 3 when none runs (as LSB's status)."""
+    shared = _shared(ctx)
+    info = shared.find()
+    if info is None:
+        _emit({"state": "stopped", "data_dir": str(shared.data_dir)}, as_json)
+        ctx.exit(3)
+    _emit({"state": "running", **_describe(info)}, as_json)
+
+
+@server.command("stop")
+@click.pass_context
+def server_stop(ctx: click.Context) -> None:
+    """Stop the folder's server; its AOF keeps every job for the next start."""
+    shared = _shared(ctx)
+    info = shared.stop()
+    if info is None:
+        click.echo(f"no server running for {shared.data_dir}")
+    else:
+        click.echo(f"stopped the server of {info.data_dir} (pid {info.pid})")
 
 
 def _add_archive() -> None:
