@@ -34,6 +34,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from echomq.errors import ConnectionFailed
 
@@ -95,10 +97,16 @@ def server_argv(
     return argv + list(extra or [])
 
 
+def _probe(host: str, port: int) -> redis.Redis:
+    """A client for one look at a server: short timeouts, no retries of its own."""
+    return redis.Redis(host=host, port=port, socket_connect_timeout=1, socket_timeout=2,
+                       retry=Retry(NoBackoff(), 0), decode_responses=True)
+
+
 def _wait_ready(process: subprocess.Popen[bytes], host: str, port: int, log: Path) -> None:
     """Wait until the server answers PING; a clear error if it exits or stays silent."""
     deadline = time.monotonic() + START_TIMEOUT_S
-    client = redis.Redis(host=host, port=port, socket_connect_timeout=0.5)
+    client = _probe(host, port)
     try:
         while True:
             if process.poll() is not None:
@@ -108,6 +116,8 @@ def _wait_ready(process: subprocess.Popen[bytes], host: str, port: int, log: Pat
             try:
                 if client.ping():
                     return
+            except redis.AuthenticationError:
+                return  # it answers; a password (``requirepass``) is the caller's business
             except (redis.ConnectionError, redis.BusyLoadingError):
                 pass
             if time.monotonic() > deadline:
@@ -358,8 +368,7 @@ class SharedValkey:
 
     def _answers(self, state: ServerInfo, wait: float = 0.0) -> bool:
         """True when ``state``'s port answers with its run id and pid."""
-        client = redis.Redis(host=state.host, port=state.port, socket_connect_timeout=1,
-                             socket_timeout=2, decode_responses=True)
+        client = _probe(state.host, state.port)
         deadline = time.monotonic() + wait
         try:
             while True:
@@ -411,7 +420,7 @@ class SharedValkey:
         raise failure
 
     def _record(self, pid: int, port: int) -> ServerInfo:
-        client = redis.Redis(host=self.host, port=port, decode_responses=True)
+        client = _probe(self.host, port)
         try:
             run_id = str(client.info("server")["run_id"])
         finally:
