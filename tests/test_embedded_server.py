@@ -181,7 +181,7 @@ def test_workers_killed_9_leave_exactly_one_server_reused_next(
     conn = echomq.connect(data_dir=data_dir)
     try:
         for kills in range(1, 4):
-            emq(data_dir, "enqueue", "--queue", queue, "{}")
+            echomq.add(conn, queue, {"kill": kills})
             worker = emq_worker(data_dir, queue, "tests.workers:sleepy")
             wait_until(lambda n=kills: echomq.counts(conn, queue).active == n, timeout=30)
             worker.kill()
