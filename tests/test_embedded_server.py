@@ -192,3 +192,20 @@ def test_workers_killed_9_leave_exactly_one_server_reused_next(
     status = json.loads(emq(data_dir, "status", "--queue", queue, "--json").stdout)
     assert status["active"] == 3  # the next command found the same server and its data
     assert server_json(data_dir, "status")["pid"] == server
+
+
+def test_a_state_file_copied_from_another_folder_is_not_taken(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """The recorded server answers, but works in another folder: this one gets its own."""
+    other = SharedValkey(tmp_path / "other")
+    try:
+        theirs = other.ensure()
+        data_dir.mkdir(parents=True)
+        (data_dir / STATE_FILE).write_text((other.data_dir / STATE_FILE).read_text())
+        ours = SharedValkey(data_dir).ensure()
+        assert ours.pid != theirs.pid and ours.data_dir == str(data_dir.resolve())
+        assert servers_for(data_dir) == [ours.pid]
+        assert other.find() == theirs  # the other folder's server is left as it was
+    finally:
+        other.stop()

@@ -367,7 +367,7 @@ class SharedValkey:
         return None
 
     def _answers(self, state: ServerInfo, wait: float = 0.0) -> bool:
-        """True when ``state``'s port answers with its run id and pid."""
+        """True when ``state``'s port answers with its run id, pid and this folder."""
         client = _probe(state.host, state.port)
         deadline = time.monotonic() + wait
         try:
@@ -375,7 +375,8 @@ class SharedValkey:
                 try:
                     info = client.info("server")
                     return bool(info.get("run_id") == state.run_id
-                                and int(info.get("process_id", -1)) == state.pid)
+                                and int(info.get("process_id", -1)) == state.pid
+                                and client.config_get("dir").get("dir") == str(self.data_dir))
                 except (redis.BusyLoadingError, redis.ConnectionError, redis.TimeoutError):
                     if time.monotonic() > deadline:
                         return False
