@@ -5,11 +5,12 @@ next, until ``emq server stop``."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -26,12 +27,10 @@ log = logging.getLogger("echomq.cli")
 def _connect(ctx: click.Context) -> Connection:
     opts = ctx.find_root().params
     if "conn" not in ctx.meta:
-        try:
+        with _as_click_error():  # a ConnectionFailed's text is already redacted
             ctx.meta["conn"] = echomq.connect(
                 opts["url"], executor=opts["executor"], data_dir=opts["data_dir"]
             )
-        except echomq.ConnectionFailed as exc:  # its text is already redacted
-            raise click.ClickException(str(exc)) from exc
     conn: Connection = ctx.meta["conn"]
     return conn
 
@@ -277,15 +276,22 @@ def _shared(ctx: click.Context) -> SharedValkey:
     return SharedValkey(ctx.find_root().params["data_dir"])
 
 
+@contextlib.contextmanager
+def _as_click_error() -> Iterator[None]:
+    """An EchoMQError becomes a one-line ``Error: ...`` and exit status 1, not a traceback."""
+    try:
+        yield
+    except echomq.EchoMQError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
 @server.command("start")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def server_start(ctx: click.Context, as_json: bool) -> None:
     """Start the folder's server (or find the running one) and print where it listens."""
-    try:
+    with _as_click_error():
         info = _shared(ctx).ensure()
-    except echomq.ConnectionFailed as exc:
-        raise click.ClickException(str(exc)) from exc
     _emit({"state": "running", **_describe(info)}, as_json)
 
 
@@ -295,7 +301,8 @@ def server_start(ctx: click.Context, as_json: bool) -> None:
 def server_status(ctx: click.Context, as_json: bool) -> None:
     """Print the folder's server; exit status 3 when none runs (as LSB's status)."""
     shared = _shared(ctx)
-    info = shared.find()
+    with _as_click_error():
+        info = shared.find()
     if info is None:
         _emit({"state": "stopped", "data_dir": str(shared.data_dir)}, as_json)
         ctx.exit(3)
@@ -307,7 +314,8 @@ def server_status(ctx: click.Context, as_json: bool) -> None:
 def server_stop(ctx: click.Context) -> None:
     """Stop the folder's server; its AOF keeps every job for the next start."""
     shared = _shared(ctx)
-    info = shared.stop()
+    with _as_click_error():
+        info = shared.stop()
     if info is None:
         click.echo(f"no server running for {shared.data_dir}")
     else:

@@ -209,3 +209,11 @@ def test_a_state_file_copied_from_another_folder_is_not_taken(
         assert other.find() == theirs  # the other folder's server is left as it was
     finally:
         other.stop()
+
+
+def test_a_data_dir_that_cannot_be_a_folder_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    done = emq(blocker / "data", "status", "--queue", "q", check=False)
+    assert done.returncode == 1
+    assert "cannot use the data folder" in done.stderr and "Traceback" not in done.stderr

@@ -322,8 +322,12 @@ class SharedValkey:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.data_dir / LOCK_FILE, "a") as handle:
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            handle = open(self.data_dir / LOCK_FILE, "a")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise ConnectionFailed(f"cannot use the data folder {self.data_dir}: {exc}") from exc
+        with handle:
             deadline = time.monotonic() + LOCK_TIMEOUT_S
             while True:
                 try:
