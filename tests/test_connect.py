@@ -7,6 +7,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -149,3 +151,20 @@ def test_a_private_server_dies_with_its_owner_killed_9(tmp_path: Path) -> None:
         finally:
             owner.kill()  # SIGKILL: no atexit, no cleanup in the owner
     wait_until(lambda: not pid_alive(pid), timeout=10)
+
+
+def test_a_private_server_started_from_a_thread_outlives_that_thread(tmp_path: Path) -> None:
+    """The parent-death signal follows the forking thread: servers fork from one that lasts."""
+    started: list[EmbeddedValkey] = []
+    helper = threading.Thread(target=lambda: started.append(EmbeddedValkey(tmp_path).start()))
+    helper.start()
+    helper.join()
+    [server] = started
+    try:
+        time.sleep(0.5)  # a signal sent at the helper's exit would have landed by now
+        assert server.running()
+        conn = echomq.connect(server.url)
+        assert conn.redis.ping()
+        conn.close()
+    finally:
+        server.cleanup()

@@ -28,8 +28,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -132,9 +134,9 @@ def _wait_ready(process: subprocess.Popen[bytes], host: str, port: int, log: Pat
 def _die_with_parent_hook() -> Callable[[], None] | None:
     """A ``preexec_fn`` that has Linux send the child SIGTERM when its parent dies.
 
-    Linux ties the signal to the *thread* that started the child: start a private
-    server from a thread that lives as long as you need the server (the main one).
-    ``prctl`` is looked up here, before the fork, so the child only calls it.
+    Linux ties the signal to the *thread* that started the child, hence
+    :func:`_spawner`. ``prctl`` is looked up here, before the fork, so the child
+    only calls it.
     """
     if not sys.platform.startswith("linux"):
         return None
@@ -147,6 +149,25 @@ def _die_with_parent_hook() -> Callable[[], None] | None:
             os._exit(1)
 
     return hook
+
+
+_spawn_pool: ThreadPoolExecutor | None = None
+_spawn_lock = threading.Lock()
+
+
+def _spawner() -> ThreadPoolExecutor:
+    """The one thread that starts private servers.
+
+    Linux sends the parent-death signal when the *thread* that forked the child
+    ends; starting every private server from this thread, which lives as long as
+    the process, ties the server to the process and not to whichever thread (a
+    test's helper thread, say) asked for it.
+    """
+    global _spawn_pool
+    with _spawn_lock:
+        if _spawn_pool is None:
+            _spawn_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="emq-spawn")
+        return _spawn_pool
 
 
 def pid_alive(pid: int) -> bool:
@@ -208,14 +229,15 @@ class EmbeddedValkey:
         """Start the server and wait until it answers PING."""
         if self.running():
             return self
-        self._process = subprocess.Popen(
+        self._process = _spawner().submit(
+            subprocess.Popen,
             self._argv(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,  # a Ctrl-C in the terminal reaches us, not the server
             preexec_fn=_die_with_parent_hook(),  # only prctl runs between fork and exec
-        )
+        ).result()
         atexit.register(self.stop)
         _wait_ready(self._process, self.host, self.port, self.data_dir / LOG_FILE)
         return self
@@ -312,13 +334,20 @@ class SharedValkey:
             return self._find()
 
     def stop(self, timeout: float = 10.0) -> ServerInfo | None:
-        """Stop the folder's server (SIGTERM: the AOF is flushed); None if none ran."""
+        """Stop the folder's server (SIGTERM: the AOF is flushed); None if none ran.
+
+        A recorded server that is alive but does not answer is stopped too: it is
+        still this folder's valkey-server, and a command could not use it anyway.
+        """
         with self._locked():
-            found = self._find()
-            if found is not None:
-                _terminate(found.pid, timeout)
-                self.state_path.unlink(missing_ok=True)
-            return found
+            state = self._read_state()
+            running = state is not None and (
+                self._answers(state) or (pid_alive(state.pid) and self._is_ours(state.pid))
+            )
+            if state is not None and running:
+                _terminate(state.pid, timeout)
+            self.state_path.unlink(missing_ok=True)
+            return state if running else None
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
