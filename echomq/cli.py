@@ -9,8 +9,10 @@ import contextlib
 import importlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import click
@@ -71,7 +73,8 @@ def load_handler(path: str) -> Callable[..., Any]:
 
 @click.group()
 @click.option("--url", envvar="EMQ_URL", default=None,
-              help="redis://, rediss:// or unix:// URL; default: the embedded Valkey.")
+              help="redis://, rediss:// or unix:// URL; default: the embedded Valkey of "
+              "--data-dir.")
 @click.option("--executor", type=click.Choice(["scripts", "functions"]), default="scripts",
               envvar="EMQ_EXECUTOR", show_default=True)
 @click.option("--data-dir", envvar="EMQ_DATA_DIR", default=None,
@@ -85,6 +88,18 @@ def main(url: str | None, executor: str, data_dir: str | None, log_level: str) -
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for chatty in ("botocore", "boto3", "urllib3", "apscheduler"):  # their INFO is noise here
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLevelName(log_level)))
+    _share_with_subcommands(url, data_dir)
+
+
+def _share_with_subcommands(url: str | None, data_dir: str | None) -> None:
+    """Hand ``--url``/``--data-dir`` on through the environment, which every subcommand
+    and ``connect()`` read: ``emq archive`` parses its own ``--url`` (default
+    ``$EMQ_URL``) and connects without a folder, so ``emq --data-dir D archive ...``
+    would otherwise reach another folder's server."""
+    if url:
+        os.environ["EMQ_URL"] = url
+    if data_dir:
+        os.environ["EMQ_DATA_DIR"] = str(Path(data_dir).resolve())
 
 
 @main.command()
@@ -138,8 +153,6 @@ def scheduler(ctx: click.Context, queues: tuple[str, ...], interval_ms: int, max
     if queues:
         batch.add_sweep(queues, interval_ms=interval_ms, max_stalled=max_stalled)
     if fold:
-        import os
-
         from echomq.archive import S3Remote, fold_declared
 
         bucket = os.environ.get("EMQ_S3_BUCKET")
@@ -256,7 +269,7 @@ def status(ctx: click.Context, queue: str, as_json: bool) -> None:
 @main.command()
 @click.option("--workdir", default=".echomq/demo", show_default=True)
 def demo(workdir: str) -> None:
-    """The whole pipeline end to end on the embedded default (see README)."""
+    """The whole pipeline end to end on a private Valkey, stopped at the end (see README)."""
     from echomq.demo import run_demo
 
     run_demo(workdir)

@@ -217,3 +217,10 @@ def test_a_data_dir_that_cannot_be_a_folder_is_a_clear_error(tmp_path: Path) -> 
     done = emq(blocker / "data", "status", "--queue", "q", check=False)
     assert done.returncode == 1
     assert "cannot use the data folder" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_archive_commands_use_the_folder_given_to_emq(data_dir: Path, queue: str) -> None:
+    """``emq --data-dir D archive ...`` reaches D's server, like every other command."""
+    emq(data_dir, "archive", "declare", queue)
+    [pid] = servers_for(data_dir)
+    assert server_json(data_dir, "status")["pid"] == pid
