@@ -106,7 +106,8 @@ def _probe(host: str, port: int) -> redis.Redis:
 
 
 def _wait_ready(process: subprocess.Popen[bytes], host: str, port: int, log: Path) -> None:
-    """Wait until the server answers PING; a clear error if it exits or stays silent."""
+    """Wait until the server answers as ``process`` (not another server that won a race
+    for the free port); a clear error if it exits or stays silent."""
     deadline = time.monotonic() + START_TIMEOUT_S
     client = _probe(host, port)
     try:
@@ -116,8 +117,10 @@ def _wait_ready(process: subprocess.Popen[bytes], host: str, port: int, log: Pat
                     f"valkey-server exited with {process.returncode} at start; see {log}"
                 )
             try:
-                if client.ping():
-                    return
+                client.ping()  # BusyLoadingError until its AOF is loaded
+                if int(client.info("server")["process_id"]) != process.pid:
+                    raise ConnectionFailed(f"another server took {host}:{port} first")
+                return
             except redis.AuthenticationError:
                 return  # it answers; a password (``requirepass``) is the caller's business
             except (redis.ConnectionError, redis.BusyLoadingError):
