@@ -168,4 +168,3 @@ def test_a_private_server_started_from_a_thread_outlives_that_thread(tmp_path: P
         conn.close()
     finally:
         server.cleanup()
-
