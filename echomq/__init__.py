@@ -24,6 +24,7 @@ from echomq.errors import (
     RemoteUnavailable,
     StaleToken,
 )
+from echomq.jobs.consumer import Consumer
 from echomq.jobs.lease import extend_lock, reap
 from echomq.jobs.settle import complete, complete_many, fail, release_many, remove_job
 from echomq.jobs.stalled import stalled_check
@@ -36,25 +37,31 @@ from echomq.queue.events import publish
 
 if TYPE_CHECKING:
     from echomq import archive
+    from echomq.jobs.scheduler import BatchScheduler
 
 __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    """``echomq.archive`` loads on first use: it brings boto3, which workers rarely need."""
-    if name == "archive":
-        import importlib
+    """``echomq.archive`` and ``echomq.BatchScheduler`` load on first use: they bring
+    boto3 and APScheduler, which a worker or a producer never needs."""
+    import importlib
 
+    if name == "archive":
         return importlib.import_module("echomq.archive")
+    if name == "BatchScheduler":
+        return importlib.import_module("echomq.jobs.scheduler").BatchScheduler
     raise AttributeError(f"module 'echomq' has no attribute {name!r}")
 
 __all__ = [
     "ArchiveError",
+    "BatchScheduler",
     "CancelVerdict",
     "ChecksumMismatch",
     "ClaimedJob",
     "Connection",
     "ConnectionFailed",
+    "Consumer",
     "Counts",
     "EchoMQError",
     "InvalidArgument",

@@ -212,8 +212,14 @@ def cancel(ctx: click.Context, queue: str, job_id: str, reason: str | None) -> N
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def sweep(ctx: click.Context, queue: str, max_stalled: int, limit: int, as_json: bool) -> None:
-    """One stalled sweep, now."""
-    result = echomq.stalled_check(_connect(ctx), queue, max_stalled, limit)
+    """One stalled sweep, now (on functions, a pass meeting a lapsed grouped job runs
+    the scripted sweep, as the Consumer and the scheduler do)."""
+    from echomq.jobs.stalled import sweep_stalled
+
+    try:
+        result = sweep_stalled(_connect(ctx), queue, max_stalled, limit)
+    except echomq.EchoMQError as exc:
+        raise click.ClickException(str(exc)) from exc
     _emit({"recovered": result.recovered, "dead": result.dead}, as_json)
 
 

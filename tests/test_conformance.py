@@ -136,6 +136,10 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     s("extend gone", lambda: echomq.extend_lock(conn, q, "nosuch", 1, LONG))
     s("extend stale", lambda: echomq.extend_lock(conn, q, keep.id, keep.token + 1, LONG))
     s("extend not active", lambda: echomq.extend_lock(conn, q, first.id, first.token, LONG))
+    # out of range: one bound, refused before the wire by both (nothing changes)
+    s("extend too long", lambda: echomq.extend_lock(conn, q, keep.id, keep.token, 10**16))
+    s("claim too long", lambda: echomq.claim(conn, q, lease_ms=10**16))
+    s("stalled limit too large", lambda: echomq.stalled_check(conn, q, limit=10**20))
 
     # reap: the released job (at the front) claimed under a short lease, lapsed, reaped
     [short] = s("claim short", lambda: echomq.claim(conn, q, lease_ms=SHORT))
@@ -204,7 +208,7 @@ def test_the_scenario_runs_every_transition(records: tuple[Record, Record]) -> N
 def test_the_scenario_exercises_every_reply(records: tuple[Record, Record]) -> None:
     scripts, _ = records
     raised = {outcome[1] for _, outcome, _ in scripts.steps if outcome[0] == "raised"}
-    assert raised == {"JobGone", "StaleToken", "NotActive", "NotRemovable"}
+    assert raised == {"JobGone", "StaleToken", "NotActive", "NotRemovable", "InvalidArgument"}
     outcomes = dict((label, outcome) for label, outcome, _ in scripts.steps)
     assert outcomes["fail retrying"] == ("ok", "retrying")
     assert outcomes["fail dead"] == ("ok", "dead")

@@ -94,9 +94,13 @@ def test_every_error_reply_a_script_gives_has_a_prefix() -> None:
         ("EMQSTALE extend token mismatch", echomq.StaleToken),
         ("EMQSTATE stalled lane not native", echomq.LaneNotNative),
         ("ERR EMQ.EXTEND lease_ms must be a positive integer", echomq.InvalidArgument),
+        ("ERR EMQ.EXTEND lease_ms must be at most 2199023255552", echomq.InvalidArgument),
         ("ERR EMQ.EXTEND keys do not match the queue layout", echomq.InvalidKey),
         ("ERR EMQ.STALLED.CHECK max_stalled must be a positive integer", echomq.InvalidArgument),
         ("ERR EMQ.STALLED.CHECK limit must be a positive integer", echomq.InvalidArgument),
+        ("ERR EMQ.STALLED.CHECK max_stalled must be at most 2199023255552",
+         echomq.InvalidArgument),
+        ("ERR EMQ.STALLED.CHECK limit must be at most 2199023255552", echomq.InvalidArgument),
         ("ERR EMQ.STALLED.CHECK keys do not match the queue layout", echomq.InvalidKey),
     ],
 )

@@ -4,33 +4,58 @@
 :class:`Floor`, and ``restore`` a floor on a fresh machine from the remote alone.
 """
 
-from echomq.archive.declared import declare, declared_queues, is_declared, undeclare
+from echomq.archive.declared import (
+    archive_of_record,
+    declare,
+    declared_queues,
+    is_declared,
+    record_address,
+    undeclare,
+)
 from echomq.archive.driver import (
     CRASH_POINTS,
     Driver,
     FoldReport,
     RemoteConflict,
+    StreamGap,
     StreamRewound,
     fold_declared,
 )
 from echomq.archive.entries import ArchivedEntry, Outcome, QuarantinedEntry
-from echomq.archive.floor import Floor, FloorGap, FloorStatus
-from echomq.archive.lease import LeaseLost, NotDeclared
-from echomq.archive.remote import Manifest, ManifestConflict, Remote, RemoteRefused, S3Remote
-from echomq.archive.restore import QueueReport, plan, restore, verify
-from echomq.archive.slices import SliceCorrupt
+from echomq.archive.floor import Audit, Floor, FloorGap, FloorStatus, Gap
+from echomq.archive.lease import LeaseLost, NotArchiveOfRecord, NotDeclared
+from echomq.archive.lmdbstore import FloorError, FloorFull
+from echomq.archive.remote import (
+    Manifest,
+    ManifestConflict,
+    ManifestCorrupt,
+    Remote,
+    RemoteRefused,
+    S3Remote,
+    UploadUnconfirmed,
+)
+from echomq.archive.restore import ManifestMissing, QueueReport, plan, restore, verify
+from echomq.archive.slices import ChainBroken, SliceCorrupt
 
 __all__ = [
     "CRASH_POINTS",
     "ArchivedEntry",
+    "Audit",
+    "ChainBroken",
     "Driver",
     "Floor",
+    "FloorError",
+    "FloorFull",
     "FloorGap",
     "FloorStatus",
     "FoldReport",
+    "Gap",
     "LeaseLost",
     "Manifest",
     "ManifestConflict",
+    "ManifestCorrupt",
+    "ManifestMissing",
+    "NotArchiveOfRecord",
     "NotDeclared",
     "Outcome",
     "QuarantinedEntry",
@@ -40,12 +65,16 @@ __all__ = [
     "RemoteRefused",
     "S3Remote",
     "SliceCorrupt",
+    "StreamGap",
     "StreamRewound",
+    "UploadUnconfirmed",
+    "archive_of_record",
     "declare",
     "declared_queues",
     "fold_declared",
     "is_declared",
     "plan",
+    "record_address",
     "restore",
     "undeclare",
     "verify",

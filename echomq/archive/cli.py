@@ -1,4 +1,4 @@
-"""``emq archive ...``: fold, status, audit, show, restore, verify (and declare).
+"""``emq archive ...``: fold, status, audit, show, restore, verify, ack-gap (and declare).
 
 Every command takes the floor path and the remote's settings as options, each with an
 environment variable, so a deployment sets ``EMQ_FLOOR`` and ``EMQ_S3_*`` once. ``--json``
@@ -8,10 +8,12 @@ prints machine-readable output (JSON lines for audits) for scripts.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from datetime import datetime
 from functools import partial
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -21,7 +23,7 @@ from rich.table import Table
 from echomq.archive.declared import declare, declared_queues, undeclare
 from echomq.archive.driver import Driver, FoldReport
 from echomq.archive.entries import Outcome, iter_jsonl
-from echomq.archive.floor import Floor
+from echomq.archive.floor import Floor, Gap
 from echomq.archive.remote import S3Remote
 from echomq.archive.restore import restore, verify
 from echomq.errors import EchoMQError
@@ -118,6 +120,20 @@ def _emit(as_json: bool, rows: list[dict[str, Any]], title: str) -> None:
     Console().print(table)
 
 
+def _warn_gaps(gaps: list[Gap] | tuple[Gap, ...]) -> None:
+    """Say on stderr what history the floor knows it lacks (stdout stays parseable)."""
+    for gap in gaps:
+        click.echo(f"GAP: {gap.describe()}", err=True)
+
+
+def _floor_gaps(floor_path: str) -> dict[str, list[Gap]] | None:
+    """Every queue's gaps in the floor at ``floor_path``, or None when there is no floor."""
+    if not Path(floor_path, "data.mdb").exists():
+        return None
+    with Floor(floor_path) as floor:
+        return {q: floor.gaps(q) for q in floor.queues()}
+
+
 def _guard(fn: Callable[[], None]) -> None:
     try:
         fn()
@@ -133,11 +149,29 @@ def archive() -> None:
 @archive.command("declare")
 @click.argument("queues", nargs=-1, required=True)
 @_url_option
-def declare_cmd(queues: tuple[str, ...], url: str | None) -> None:
+@click.option("--record", type=click.Choice(["remote", "floor"]),
+              help="Name the archive of record: the remote (--bucket...) or the floor "
+                   "(--floor). Only a driver writing to it trims. Default: unchanged; "
+                   "unset, the first driver that trims claims it.")
+@_floor_option
+@_remote_options
+def declare_cmd(queues: tuple[str, ...], url: str | None, record: str | None,
+                floor_path: str, bucket: str | None, prefix: str, endpoint_url: str | None,
+                region: str | None, checksum: str, create_bucket: bool) -> None:
     """Record every outcome of QUEUES (dead-letters too) and archive their streams."""
     conn = _connect(url)
-    for queue in queues:
-        _guard(partial(declare, conn, queue))
+    target: Any = None
+    if record == "remote":
+        target = _remote(bucket, prefix, endpoint_url, region, checksum, create_bucket,
+                         required=True)
+    elif record == "floor":
+        target = Floor(floor_path)
+    try:
+        for queue in queues:
+            _guard(partial(declare, conn, queue, target))
+    finally:
+        if isinstance(target, Floor):
+            target.close()
 
 
 @archive.command("undeclare")
@@ -166,20 +200,32 @@ def fold_cmd(queues: tuple[str, ...], url: str | None, floor_path: str, bucket: 
     remote = _remote(bucket, prefix, endpoint_url, region, checksum, create_bucket)
     reports: list[FoldReport] = []
 
+    names = queues or tuple(declared_queues(conn))
+
     def run() -> None:
-        driver = Driver(conn, floor_path, remote, slice_count=slice_count)
         try:
-            for queue in queues or tuple(declared_queues(conn)):
+            driver = Driver(conn, floor_path, remote, slice_count=slice_count)
+        except EchoMQError as exc:  # the floor cannot open: every queue failed
+            reports.extend(FoldReport(q, error=repr(exc)) for q in names)
+            return
+        try:
+            for queue in names:
                 try:
                     reports.append(driver.fold(queue))
                 except EchoMQError as exc:
-                    reports.append(getattr(exc, "report", FoldReport(queue, error=repr(exc))))
+                    reports.append(getattr(exc, "report", None)
+                                   or FoldReport(queue, error=repr(exc)))
         finally:
             driver.close()
 
     _guard(run)
     _emit(as_json, [r.to_dict() for r in reports], "fold")
-    if any(r.error for r in reports):
+    failed = [r for r in reports if r.error]
+    for report in failed:
+        click.echo(f"fold of {report.queue} failed: {report.error}", err=True)
+    if failed:
+        click.echo(f"fold failed for {len(failed)} of {len(reports)} queue(s): "
+                   + ", ".join(r.queue for r in failed), err=True)
         sys.exit(1)
 
 
@@ -190,8 +236,11 @@ def fold_cmd(queues: tuple[str, ...], url: str | None, floor_path: str, bucket: 
 def status_cmd(queues: tuple[str, ...], floor_path: str, as_json: bool) -> None:
     """What the floor holds per queue: checkpoint, counts, slices not yet uploaded."""
     with Floor(floor_path) as floor:
-        rows = [floor.status(q).to_dict() for q in (queues or tuple(floor.queues()))]
+        names = queues or tuple(floor.queues())
+        rows = [floor.status(q).to_dict() for q in names]
+        gaps = [g for q in names for g in floor.gaps(q)]
     _emit(as_json, rows, f"floor {floor_path}")
+    _warn_gaps(gaps)
 
 
 @archive.command("audit")
@@ -209,6 +258,7 @@ def audit_cmd(queue: str, outcome: str | None, since: str | None, until: str | N
     with Floor(floor_path) as floor:
         found = floor.audit(queue, outcome, _time(since), _time(until), limit)
         kept = floor.quarantined(queue) if quarantine else []
+    _warn_gaps(found.gaps)
     if as_json:
         for line in iter_jsonl([*found, *kept]):
             click.echo(line)
@@ -232,14 +282,21 @@ def show_cmd(queue: str, job: str, floor_path: str, as_json: bool) -> None:
         sys.exit(1)
 
 
+_rebuild_option = click.option(
+    "--rebuild-manifest", is_flag=True,
+    help="A queue with slices but no manifest: follow the chain of slices alone (its "
+         "newest history may have been cut; the report says the head found).")
+
+
 @archive.command("restore")
 @click.option("--queue", "queues", multiple=True, help="Only these queues (repeatable).")
 @_floor_option
 @_remote_options
+@_rebuild_option
 @_json_option
 def restore_cmd(queues: tuple[str, ...], floor_path: str, bucket: str | None, prefix: str,
                 endpoint_url: str | None, region: str | None, checksum: str,
-             create_bucket: bool,
+             create_bucket: bool, rebuild_manifest: bool,
                 as_json: bool) -> None:
     """Rebuild the floor from the remote alone, verified (resumes when interrupted)."""
     remote = _remote(bucket, prefix, endpoint_url, region, checksum, create_bucket,
@@ -247,26 +304,74 @@ def restore_cmd(queues: tuple[str, ...], floor_path: str, bucket: str | None, pr
     assert remote is not None
     out: dict[str, Any] = {}
     _guard(lambda: out.update(restore(remote, floor_path, list(queues) or None,
-                                      progress=None if not as_json else False)))
+                                      progress=None if not as_json else False,
+                                      rebuild_manifest=rebuild_manifest)))
     _emit(as_json, [r.to_dict() for r in out.values()], "restore")
 
 
 @archive.command("verify")
 @click.option("--queue", "queues", multiple=True, help="Only these queues (repeatable).")
 @_remote_options
+@_floor_option
+@click.option("--pin", "pins", multiple=True, metavar="QUEUE=DIGEST",
+              help="A head_digest kept from an earlier report; it must still be on QUEUE's "
+                   "chain (repeatable).")
+@_rebuild_option
 @_json_option
 def verify_cmd(queues: tuple[str, ...], bucket: str | None, prefix: str,
                endpoint_url: str | None, region: str | None, checksum: str,
-             create_bucket: bool,
-               as_json: bool) -> None:
-    """Check every slice's checksum and that each queue's chain has no gap."""
+               create_bucket: bool, floor_path: str, pins: tuple[str, ...],
+               rebuild_manifest: bool, as_json: bool) -> None:
+    """Check every slice's checksum and digest, and that each queue's chain is whole; with
+    a floor (--floor, when it exists) also that the bucket holds every slice it uploaded,
+    and list the stream losses the floor recorded. Exits 1 on a loss not acknowledged."""
     remote = _remote(bucket, prefix, endpoint_url, region, checksum, create_bucket,
                      required=True)
     assert remote is not None
+    kept = dict(pin.partition("=")[::2] for pin in pins)
+    against = floor_path if Path(floor_path, "data.mdb").exists() else None
     out: dict[str, Any] = {}
     _guard(lambda: out.update(verify(remote, list(queues) or None,
-                                     progress=None if not as_json else False)))
-    _emit(as_json, [r.to_dict() for r in out.values()], "verify")
+                                     progress=None if not as_json else False,
+                                     floor=against, rebuild_manifest=rebuild_manifest,
+                                     pins=kept)))
+    gaps = _floor_gaps(floor_path) or {}
+    rows = []
+    for name, report in out.items():
+        row = report.to_dict()
+        row["gaps"] = len([g for g in gaps.get(name, ()) if not g.acknowledged])
+        row["gaps_acknowledged"] = len([g for g in gaps.get(name, ()) if g.acknowledged])
+        rows.append(row)
+    _emit(as_json, rows, "verify")
+    shown = [g for name in out for g in gaps.get(name, ())]
+    _warn_gaps(shown)
+    if any(not g.acknowledged for g in shown):
+        sys.exit(1)
+
+
+@archive.command("ack-gap")
+@click.argument("queue")
+@click.option("--by", help="Who acknowledges (default: $USER).")
+@click.option("--note", default="", help="Why the loss is accepted (kept in the floor).")
+@_floor_option
+@_json_option
+def ack_gap_cmd(queue: str, by: str | None, note: str, floor_path: str, as_json: bool
+                ) -> None:
+    """Accept the stream entries QUEUE lost before the floor took them, so folds go on.
+
+    The gap stays recorded (status, audit and verify keep showing it as acknowledged)."""
+    done: list[Gap] = []
+
+    def run() -> None:
+        with Floor(floor_path) as floor:
+            done.extend(floor.acknowledge_gaps(queue, by or os.environ.get("USER") or "unknown",
+                                               note))
+
+    _guard(run)
+    if not done:
+        click.echo(f"{queue}: no open gap in the floor at {floor_path}", err=True)
+        sys.exit(1)
+    _emit(as_json, [g.to_dict() for g in done], f"{queue}: acknowledged")
 
 
 archive_cli = archive

@@ -31,18 +31,24 @@ class NotDeclared(ArchiveError):
     """The queue's stream is not declared; the archive never trims it."""
 
 
+class NotArchiveOfRecord(ArchiveError):
+    """The stream's archive of record is one this driver does not write: it never trims."""
+
+
 SCRIPTS = ("acquire-1", "renew-1", "release-1", "trim-3")
 # One reply table: every non-success code any archive script returns, and its error.
 REPLIES: dict[str, dict[int, type[ArchiveError]]] = {
     "acquire-1": {0: LeaseHeld},
     "renew-1": {-1: LeaseLost},
     "release-1": {},
-    "trim-3": {-1: LeaseLost, -2: NotDeclared},
+    "trim-3": {-1: LeaseLost, -2: NotDeclared, -3: NotArchiveOfRecord},
 }
 _MESSAGES = {
     LeaseHeld: "another archive driver holds the fold lease of {q!r}",
     LeaseLost: "the fold lease of {q!r} lapsed or was taken over; nothing more is trimmed",
     NotDeclared: "the outcome stream of {q!r} is not declared; the archive never trims it",
+    NotArchiveOfRecord: "the archive of record of {q!r} is one this driver does not write; "
+                        "it folds but never trims",
 }
 
 
@@ -94,12 +100,14 @@ class FoldLease:
     def release(self) -> bool:
         return self._run("release-1", [self.keys.archive_lease], [self.token]) == 1
 
-    def trim(self, minid: str) -> int:
-        """``XTRIM MINID minid`` on the stream, only while the lease is ours."""
+    def trim(self, minid: str, archive: str, also: str = "") -> int:
+        """``XTRIM MINID minid`` on the stream, only while the lease is ours and only when
+        ``archive`` (or ``also``) is the stream's archive of record; ``archive`` claims an
+        unset record."""
         return self._run(
             "trim-3",
             [self.keys.archive_lease, self.keys.completions, self.keys.meta],
-            [self.token, minid, self.lease_ms],
+            [self.token, minid, self.lease_ms, archive, also],
         )
 
     def __enter__(self) -> FoldLease:

@@ -3,14 +3,21 @@
 LMDB forbids opening one environment twice in a process, and resizing the map while any
 transaction of the process is open; both rules are kept here so the floor's own code only
 says what it reads and writes.
+
+Every LMDB failure leaves here as a :class:`FloorError` naming the floor and the cause. A
+full disk is a :class:`FloorFull`, never a signal: LMDB maps its lock file and touches it
+at once, and on a filesystem with no room left that touch is a SIGBUS. So the lock file is
+written out (really allocated) before LMDB opens it, the free space is checked before
+opening or growing, and the map never grows past what the filesystem can hold.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -22,14 +29,91 @@ T = TypeVar("T")
 Txn = lmdb.Transaction
 Dbs = dict[str, Any]
 
+LOCK_BYTES = 16 * 1024
+"""What the lock file is given before LMDB opens it (LMDB needs ~8 KiB for 126 readers)."""
+MIN_FREE_BYTES = 256 * 1024
+"""Free space a floor needs to open (its first pages) or to grow by at least this much."""
+
+
+class FloorError(ArchiveError):
+    """The floor's LMDB store failed; the message names the floor and the cause."""
+
+
+class FloorFull(FloorError):
+    """The filesystem under the floor has no room for what the floor must write."""
+
+
+def free_bytes(path: str) -> int:
+    """Bytes an unprivileged writer may still use on the filesystem holding ``path``."""
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def _data_bytes(path: str) -> int:
+    try:
+        return os.path.getsize(os.path.join(path, "data.mdb"))
+    except OSError:
+        return 0
+
+
+def _lmdb_failure(path: str, what: str, exc: BaseException) -> FloorError:
+    """The archive's error for an LMDB (or OS) failure at ``path``."""
+    full = isinstance(exc, lmdb.DiskError) or getattr(exc, "errno", None) == errno.ENOSPC
+    if not full:  # LMDB reports a short write of a full disk as EIO: look at the disk
+        with suppress(OSError):
+            full = free_bytes(path) < MIN_FREE_BYTES
+    if full:
+        return FloorFull(f"the floor at {path}: {what} failed, the disk is full "
+                         f"({free_bytes(path)} bytes free): {exc}")
+    return FloorError(f"the floor at {path}: {what} failed: {type(exc).__name__}: {exc}")
+
+
+def _reserve_lock_file(path: str) -> None:
+    """Write out a new lock file's bytes, so LMDB's mapping of it is backed by real blocks.
+
+    LMDB extends the lock file with ftruncate, which succeeds on a full filesystem and
+    leaves a hole; its first touch of that hole is then a SIGBUS. An existing lock file
+    (maybe in use by another process) is left alone.
+    """
+    lock = os.path.join(path, "lock.mdb")
+    try:
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return
+    try:
+        os.write(fd, bytes(LOCK_BYTES))
+    except OSError:
+        os.close(fd)
+        os.unlink(lock)
+        raise
+    os.close(fd)
+
+
+def _open_env(path: str, names: tuple[str, ...], map_size: int) -> lmdb.Environment:
+    """Open (creating) the environment, refusing a full filesystem before LMDB sees it."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        free = free_bytes(path)
+        if free < MIN_FREE_BYTES and not os.path.exists(os.path.join(path, "data.mdb")):
+            raise FloorFull(f"the floor at {path} cannot be created: {free} bytes free, "
+                            f"{MIN_FREE_BYTES} needed")
+        _reserve_lock_file(path)
+        size = min(map_size, _data_bytes(path) + free)
+        return lmdb.open(path, map_size=size, max_dbs=len(names), subdir=True)
+    except (lmdb.Error, OSError) as exc:
+        raise _lmdb_failure(path, "opening", exc) from exc
+
 
 class _Shared:
     """One LMDB environment per path per process (LMDB forbids opening it twice)."""
 
     def __init__(self, path: str, names: tuple[str, ...], map_size: int) -> None:
-        Path(path).mkdir(parents=True, exist_ok=True)
-        self.env = lmdb.open(path, map_size=map_size, max_dbs=len(names), subdir=True)
-        self.dbs = {name: self.env.open_db(name.encode()) for name in names}
+        self.env = _open_env(path, names, map_size)
+        try:
+            self.dbs = {name: self.env.open_db(name.encode()) for name in names}
+        except lmdb.Error as exc:
+            self.env.close()
+            raise _lmdb_failure(path, "opening its databases", exc) from exc
         self.refs = 0
         self.write_lock = threading.Lock()
         self.readers = 0
@@ -92,8 +176,15 @@ class LmdbStore:
         with s.idle:
             s.readers += 1
         try:
-            with s.env.begin(buffers=False) as txn:
-                yield txn, s.dbs
+            try:
+                txn = s.env.begin(buffers=False)
+            except lmdb.Error as exc:
+                raise _lmdb_failure(self.path, "a read", exc) from exc
+            with txn:
+                try:
+                    yield txn, s.dbs
+                except lmdb.Error as exc:
+                    raise _lmdb_failure(self.path, "a read", exc) from exc
         finally:
             with s.idle:
                 s.readers -= 1
@@ -108,14 +199,29 @@ class LmdbStore:
                     with s.env.begin(write=True) as txn:
                         return fn(txn, s.dbs)
                 except lmdb.MapFullError:
-                    self._resize(s, s.env.info()["map_size"] * 2)
+                    self._resize(s, self._grown_size(s))
                 except lmdb.MapResizedError:
                     self._resize(s, 0)  # another process grew it: adopt its size
+                except (lmdb.Error, OSError) as exc:
+                    raise _lmdb_failure(self.path, "a write", exc) from exc
+
+    def _grown_size(self, s: _Shared) -> int:
+        """Double the map, but never past what the filesystem can still hold."""
+        current = int(s.env.info()["map_size"])
+        room = _data_bytes(self.path) + free_bytes(self.path)
+        size = min(current * 2, room)
+        if size <= current:
+            raise FloorFull(f"the floor at {self.path} is full ({current} bytes mapped) and "
+                            f"the disk has {free_bytes(self.path)} bytes free: it cannot grow")
+        return size
 
     def _resize(self, s: _Shared, size: int) -> None:
         with s.idle:  # LMDB: no transaction of this process may be open during a resize
             s.idle.wait_for(lambda: s.readers == 0)
-            s.env.set_mapsize(size)
+            try:
+                s.env.set_mapsize(size)
+            except lmdb.Error as exc:
+                raise _lmdb_failure(self.path, "growing the map", exc) from exc
         self.grows += 1
 
     @staticmethod

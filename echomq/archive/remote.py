@@ -3,12 +3,18 @@
 Slices are written create-only (``If-None-Match: *``): an object, once there, is never
 replaced, so a retried or duplicated upload is recognised by its stored checksum instead
 of overwriting history. The manifest records how far the contiguous chain of slices
-reaches; it only ever moves forward, by compare-and-swap on its ETag, so a driver with a
-fresh, empty floor cannot publish a manifest that hides older history.
+reaches, and every slice's digest on the way; it only ever moves forward, by
+compare-and-swap on its ETag, so a driver with a fresh, empty floor cannot publish a
+manifest that hides older history.
+
+A store can answer 200 and keep nothing (a broken proxy, a misconfigured gateway), so an
+upload is not trusted until ``confirm_slice`` / ``confirm_manifest`` see it stored with the
+expected size and sha256: nothing is trimmed before that.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import threading
@@ -22,7 +28,14 @@ import botocore.exceptions as bex
 from botocore.config import Config
 
 from echomq.archive.entries import id_lt
-from echomq.archive.slices import SliceContent, SliceRef, decode_slice, parse_slice_name
+from echomq.archive.slices import (
+    GENESIS,
+    SliceContent,
+    SliceMeta,
+    SliceRef,
+    decode_slice,
+    parse_slice_name,
+)
 from echomq.errors import ArchiveError, ChecksumMismatch, RemoteUnavailable
 
 T = TypeVar("T")
@@ -36,13 +49,29 @@ class RemoteRefused(RemoteUnavailable):
     """The store answered, but refused (credentials, permissions, a missing bucket)."""
 
 
+class UploadUnconfirmed(RemoteRefused):
+    """The store accepted an upload, but the object is not there as sent; nothing that
+    relies on it is trimmed."""
+
+
 class ManifestConflict(ArchiveError):
     """The manifest moved under us, or the update would move it backwards."""
 
 
+class ManifestCorrupt(ArchiveError):
+    """The manifest cannot be read: not JSON, an unknown or older format, or inconsistent."""
+
+
+MANIFEST_FORMAT = "emq-manifest/2"
+Link = tuple[str, str, str]
+"""One slice in a manifest: its first id, last id and digest (its ``prev`` is the last id
+of the link before, ``0-0`` for the first)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Manifest:
-    """How far a queue's contiguous chain of slices reaches in the remote."""
+    """How far a queue's contiguous chain of slices reaches in the remote, and the digest
+    of every slice on it (``chain``, in history order)."""
 
     queue: str
     head: str
@@ -50,17 +79,46 @@ class Manifest:
     entries: int
     updated_at: int = 0
     etag: str | None = field(default=None, compare=False)
+    chain: tuple[Link, ...] = ()
+
+    @property
+    def head_digest(self) -> str:
+        """The digest of the newest slice: it fixes every slice before it."""
+        return self.chain[-1][2] if self.chain else GENESIS
+
+    def extended(self, meta: SliceMeta) -> Manifest:
+        """This manifest with ``meta`` appended as the new head."""
+        return Manifest(meta.queue, meta.last, self.slices + 1, self.entries + meta.count,
+                        chain=self.chain + ((meta.first, meta.last, meta.digest),))
 
     def to_bytes(self) -> bytes:
-        body = {"format": "emq-manifest/1", "queue": self.queue, "head": self.head,
-                "slices": self.slices, "entries": self.entries, "updated_at": self.updated_at}
+        body = {"format": MANIFEST_FORMAT, "queue": self.queue, "head": self.head,
+                "head_digest": self.head_digest, "slices": self.slices,
+                "entries": self.entries, "updated_at": self.updated_at,
+                "chain": [list(link) for link in self.chain]}
         return json.dumps(body, separators=(",", ":")).encode()
 
     @classmethod
-    def from_bytes(cls, data: bytes, etag: str | None) -> Manifest:
-        obj = json.loads(data)
-        return cls(str(obj["queue"]), str(obj["head"]), int(obj["slices"]), int(obj["entries"]),
-                   int(obj.get("updated_at", 0)), etag)
+    def from_bytes(cls, data: bytes, etag: str | None, where: str = "manifest") -> Manifest:
+        try:
+            obj = json.loads(data)
+            if obj.get("format") != MANIFEST_FORMAT:
+                raise ValueError(f"format {obj.get('format')!r}, expected {MANIFEST_FORMAT!r} "
+                                 "(older manifests predate chained slices)")
+            chain = tuple((str(a), str(b), str(c)) for a, b, c in obj["chain"])
+            new = cls(str(obj["queue"]), str(obj["head"]), int(obj["slices"]),
+                      int(obj["entries"]), int(obj.get("updated_at", 0)), etag, chain)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ManifestCorrupt(f"{where}: unreadable manifest ({exc})") from exc
+        if new.slices != len(chain) or (chain and chain[-1][1] != new.head):
+            raise ManifestCorrupt(f"{where}: its chain of {len(chain)} slices does not end at "
+                                  f"its head {new.head} ({new.slices} slices)")
+        return new
+
+
+def next_manifest(manifest: Manifest | None, meta: SliceMeta) -> Manifest:
+    """The manifest after ``meta`` is appended (to nothing: the queue's first slice)."""
+    return (manifest or Manifest(meta.queue, "0-0", 0, 0)).extended(meta)
 
 
 class Remote(Protocol):
@@ -73,6 +131,13 @@ class Remote(Protocol):
     def has_slice(self, content: SliceContent) -> bool:
         """Whether this very slice is stored (False when absent; a different object under
         its name raises :class:`ChecksumMismatch`)."""
+
+    def confirm_slice(self, meta: SliceMeta) -> None:
+        """Raise :class:`UploadUnconfirmed` unless the stored object has ``meta``'s size
+        and sha256 (one HEAD)."""
+
+    def confirm_manifest(self, manifest: Manifest) -> None:
+        """Raise :class:`UploadUnconfirmed` unless the stored manifest is ``manifest``."""
 
     def get_slice(self, ref: SliceRef) -> SliceContent:
         """Read a slice, verified against its stored checksum and its name."""
@@ -213,7 +278,8 @@ class S3Remote:
                 f"put {self.address(meta.name)}", self.client.put_object,
                 Bucket=self.bucket, Key=key, Body=content.data, IfNoneMatch="*",
                 ContentType="application/gzip",
-                Metadata={"sha256": meta.sha256, "count": str(meta.count), "prev": meta.prev},
+                Metadata={"sha256": meta.sha256, "count": str(meta.count), "prev": meta.prev,
+                          "digest": meta.digest},
             )
             return True
         except bex.ClientError as exc:
@@ -244,12 +310,44 @@ class S3Remote:
             other = decode_slice(existing, meta.ref, self.address(meta.name))
         except ChecksumMismatch:
             other = None
-        if other is not None and [i[2] for i in other.items] == [i[2] for i in content.items]:
-            return True  # the same entries, compressed by another zlib
+        if other is not None and other.meta.digest == meta.digest:
+            return True  # the same header and entries, compressed by another zlib
         raise ChecksumMismatch(
             f"{self.address(meta.name)} already exists with other content "
             f"(sha256 {stored}, ours {meta.sha256})"
         )
+
+    def _head(self, key: str) -> dict[str, Any] | None:
+        """The object's HEAD reply, or None when it is absent."""
+        address = f"s3://{self.bucket}/{key}"
+        try:
+            return dict(self._call(f"head {address}", self.client.head_object,
+                                   Bucket=self.bucket, Key=key))
+        except bex.ClientError as exc:
+            if self._status(exc) == 404:
+                return None
+            raise self._refused(f"head {address}", exc) from exc
+
+    def _confirm(self, key: str, size: int, sha256: str) -> None:
+        """The object at ``key`` is stored with this size and sha256 metadata, or raise."""
+        head = self._head(key)
+        address = f"s3://{self.bucket}/{key}"
+        if head is None:
+            raise UploadUnconfirmed(f"{address}: the store accepted the upload but does not "
+                                    f"have the object ({self!r}); nothing is trimmed")
+        stored = (int(head.get("ContentLength", -1)), head.get("Metadata", {}).get("sha256"))
+        if stored != (size, sha256):
+            raise UploadUnconfirmed(
+                f"{address}: stored as {stored[0]} bytes with sha256 {stored[1]}, but "
+                f"{size} bytes with sha256 {sha256} were sent ({self!r}); nothing is trimmed")
+
+    def confirm_slice(self, meta: SliceMeta) -> None:
+        self._confirm(self.prefix + meta.name, meta.size, meta.sha256)
+
+    def confirm_manifest(self, manifest: Manifest) -> None:
+        body = manifest.to_bytes()
+        self._confirm(self._manifest_key(manifest.queue), len(body),
+                      hashlib.sha256(body).hexdigest())
 
     def _get_bytes(self, name: str) -> bytes:
         response = self._get(name)
@@ -324,7 +422,8 @@ class S3Remote:
             if self._status(exc) == 404:
                 return None
             raise self._refused(f"get s3://{self.bucket}/{key}", exc) from exc
-        return Manifest.from_bytes(response["Body"].read(), response.get("ETag"))
+        return Manifest.from_bytes(response["Body"].read(), response.get("ETag"),
+                                   f"s3://{self.bucket}/{key}")
 
     def write_manifest(self, new: Manifest, expected: Manifest | None) -> Manifest:
         if expected is not None and not id_lt(expected.head, new.head):
@@ -337,10 +436,13 @@ class S3Remote:
             {"IfNoneMatch": "*"} if expected is None else {"IfMatch": expected.etag or "*"}
         )
         new = replace(new, updated_at=int(time.time() * 1000))
+        body = new.to_bytes()
         try:
             response = self._call(
                 f"put s3://{self.bucket}/{key}", self.client.put_object, Bucket=self.bucket,
-                Key=key, Body=new.to_bytes(), ContentType="application/json", **condition,
+                Key=key, Body=body, ContentType="application/json",
+                Metadata={"sha256": hashlib.sha256(body).hexdigest(), "head": new.head},
+                **condition,
             )
         except bex.ClientError as exc:
             if self._status(exc) in (409, 412):

@@ -1,12 +1,15 @@
 """Restore and verify: rebuild a floor from the remote alone, proving nothing is missing.
 
-The chain is planned from object names before anything is read: starting at ``0-0``,
-each next slice is the one whose ``prev`` is the current last id, and the chain must
-reach the manifest's head. A broken link raises :class:`~echomq.errors.MissingSlice`
-naming the gap. Each object is then read and checked (stored sha256, gzip, header,
-order) and committed to the floor; commits are idempotent, so an interrupted restore
-simply resumes. A slice written by a driver that lost its lease and was never linked
-into the chain (an orphan) is reported and skipped.
+The chain is planned before anything is read: the manifest lists every slice (ids and
+digest) up to its head, and each must be there (:class:`~echomq.errors.MissingSlice`
+names the first that is not). A bucket with slices but no manifest is refused
+(:class:`ManifestMissing`) unless the operator asks to rebuild from the chain of names
+alone. Each object is then read and checked (stored sha256, gzip, header, order), its
+digest compared with the manifest's, its ``prev_digest`` with the slice before it, and,
+where a floor exists, with the digests that floor uploaded (:class:`ChainBroken` names
+the slice), then committed to the floor; commits are idempotent, so an interrupted
+restore simply resumes. A slice that is not on the manifest's chain (a driver that lost
+its lease, a crash before the manifest moved) is reported as an orphan and skipped.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,29 +26,41 @@ from typing import TYPE_CHECKING
 
 from echomq.archive.entries import id_lt
 from echomq.archive.floor import Floor
-from echomq.archive.slices import ZERO_ID, SliceContent, SliceRef
+from echomq.archive.slices import GENESIS, ZERO_ID, ChainBroken, SliceContent, SliceRef
 from echomq.errors import MissingSlice
 
 if TYPE_CHECKING:
-    from echomq.archive.remote import Remote
+    from echomq.archive.remote import Manifest, Remote
 
 Tick = Callable[[int], None]
 PREFETCH = 2
 
 
+class ManifestMissing(MissingSlice):
+    """The bucket holds slices of a queue but no manifest: its newest history may have been
+    cut. Restore from the chain alone only when asked (``rebuild_manifest=True``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """The slices of one queue that form its contiguous history, in order."""
+    """The slices of one queue that form its contiguous history, in order.
+
+    ``digests`` holds the digest each chain slice must have (from the manifest), empty
+    when the plan was rebuilt from the chain alone (``rebuilt``).
+    """
 
     queue: str
     chain: tuple[SliceRef, ...]
     head: str
     orphans: tuple[SliceRef, ...] = ()
+    digests: tuple[str, ...] = ()
+    rebuilt: bool = False
 
 
 @dataclass(slots=True)
 class QueueReport:
-    """What restore or verify found for one queue."""
+    """What restore or verify found for one queue. ``head_digest`` fixes the whole chain:
+    keep it somewhere else to check the bucket against later (``verify(pins=...)``)."""
 
     queue: str
     slices: int = 0
@@ -54,15 +69,55 @@ class QueueReport:
     skipped: int = 0
     head: str = ZERO_ID
     orphans: list[str] = field(default_factory=list)
+    head_digest: str = GENESIS
+    rebuilt: bool = False
 
     def to_dict(self) -> dict[str, object]:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
 
 
-def plan(remote: Remote, queue: str) -> Plan:
-    """The chain of ``queue``'s slices from ``0-0``; ``MissingSlice`` if it is broken."""
+def plan(remote: Remote, queue: str, *, rebuild_manifest: bool = False) -> Plan:
+    """The chain of ``queue``'s slices from ``0-0`` as the manifest lists it;
+    ``MissingSlice`` if a listed slice is absent, ``ManifestMissing`` if there are slices
+    but no manifest (unless ``rebuild_manifest``: then the chain of names alone)."""
     refs = remote.list_slices(queue)
     manifest = remote.read_manifest(queue)
+    if manifest is not None:
+        return _manifest_plan(remote, queue, refs, manifest)
+    if refs and not rebuild_manifest:
+        raise ManifestMissing(
+            f"{queue}: {remote.address(queue + '/manifest.json')} is missing but "
+            f"{len(refs)} slices are there: the newest history may have been cut. Restore "
+            "from the chain alone only if you accept that (rebuild_manifest=True, "
+            "--rebuild-manifest); the report then says the head it found"
+        )
+    return _name_plan(remote, queue, refs)
+
+
+def _manifest_plan(remote: Remote, queue: str, refs: list[SliceRef], manifest: Manifest
+                   ) -> Plan:
+    """Every slice the manifest lists must be there; anything else is an orphan."""
+    present = set(refs)
+    chain: list[SliceRef] = []
+    prev = ZERO_ID
+    for number, (first, last, _) in enumerate(manifest.chain, 1):
+        ref = SliceRef(queue, first, last, prev)
+        if ref not in present:
+            later = [r for r in refs if id_lt(prev, r.first)]
+            listed = f"; the next one listed is {later[0].name}" if later else ""
+            raise MissingSlice(
+                f"{queue}: {remote.address(ref.name)} is missing: the manifest lists it as "
+                f"slice {number} of {manifest.slices}, after {prev}{listed}"
+            )
+        chain.append(ref)
+        prev = last
+    on_chain = set(chain)
+    return Plan(queue, tuple(chain), manifest.head, tuple(r for r in refs if r not in on_chain),
+                tuple(link[2] for link in manifest.chain))
+
+
+def _name_plan(remote: Remote, queue: str, refs: list[SliceRef]) -> Plan:
+    """The longest chain of ``prev`` links from ``0-0`` (no manifest to follow)."""
     by_prev: dict[str, list[SliceRef]] = defaultdict(list)
     for ref in refs:
         by_prev[ref.prev].append(ref)
@@ -82,35 +137,97 @@ def plan(remote: Remote, queue: str) -> Plan:
     on_chain = set(chain)
     orphans = tuple(r for r in refs if r not in on_chain)
     beyond = [r for r in orphans if id_lt(current, r.last)]
-    where = remote.address(f"{queue}/slices/")
     if beyond:
         raise MissingSlice(
-            f"{queue}: the slices after {current} are missing in {where}: the next one listed, "
-            f"{beyond[0].name}, follows {beyond[0].prev}"
+            f"{queue}: the slices after {current} are missing in "
+            f"{remote.address(queue + '/slices/')}: the next one listed, {beyond[0].name}, "
+            f"follows {beyond[0].prev}"
         )
-    if manifest is not None and id_lt(current, manifest.head):
-        raise MissingSlice(
-            f"{queue}: the chain in {where} ends at {current}, but the manifest records "
-            f"history up to {manifest.head} ({manifest.slices} slices): the slice after "
-            f"{current} is missing"
-        )
-    return Plan(queue, tuple(chain), current, tuple(r for r in orphans))
+    return Plan(queue, tuple(chain), current, orphans, rebuilt=True)
 
 
-def pull(remote: Remote, floor: Floor, queue: str, tick: Tick | None = None
-         ) -> tuple[int, QueueReport]:
+class _Chain:
+    """Checks, slice by slice, that what is read is what the manifest, the floor and the
+    previous slice say it must be."""
+
+    def __init__(self, remote: Remote, the_plan: Plan, floor: Floor | None) -> None:
+        self.remote = remote
+        self.plan = the_plan
+        self.expected: dict[str, str] = dict(zip((r.first for r in the_plan.chain),
+                                                 the_plan.digests, strict=False))
+        self.seen: list[str] = []
+        if floor is not None:
+            self._against_floor(floor)
+
+    def _against_floor(self, floor: Floor) -> None:
+        """Every slice this floor uploaded or restored must be on the chain, same digest."""
+        chain = {(r.first, r.last): r for r in self.plan.chain}
+        for meta in floor.uploaded_slices(self.plan.queue):
+            ref = chain.get((meta.first, meta.last))
+            if ref is None and id_lt(self.plan.head, meta.last):
+                raise MissingSlice(
+                    f"{self.plan.queue}: the floor uploaded {self.remote.address(meta.name)} "
+                    f"(through {meta.last}) but the bucket's chain ends at {self.plan.head}: "
+                    "its newest history was removed"
+                )
+            if ref is None:
+                raise ChainBroken(
+                    f"{self.remote.address(meta.name)}: the floor uploaded this slice but the "
+                    "bucket's chain does not hold it: the bucket's history was rewritten"
+                )
+            known = self.expected.setdefault(meta.first, meta.digest)
+            if known != meta.digest:
+                raise ChainBroken(
+                    f"{self.remote.address(ref.name)}: the manifest records digest {known}, "
+                    f"but the floor uploaded {meta.digest}: the slice was rewritten"
+                )
+
+    def prev_digest(self, index: int) -> str | None:
+        """The digest slice ``index`` must chain from (None: unknown, not checked)."""
+        if index == 0:
+            return GENESIS
+        before = self.plan.chain[index - 1]
+        return self.expected.get(before.first)
+
+    def check(self, content: SliceContent, prev_digest: str | None) -> str:
+        """Raise :class:`ChainBroken` naming the slice unless it is the expected one."""
+        meta = content.meta
+        where = self.remote.address(meta.name)
+        if prev_digest is not None and meta.prev_digest != prev_digest:
+            raise ChainBroken(
+                f"{where}: it follows a slice with digest {meta.prev_digest or '(none)'}, but "
+                f"the slice before it has digest {prev_digest or '(none)'}: this slice or "
+                "the one before was rewritten, or they were reordered"
+            )
+        want = self.expected.get(meta.first)
+        if want is not None and meta.digest != want:
+            raise ChainBroken(
+                f"{where}: its digest is {meta.digest} but {want} was recorded when it was "
+                "uploaded: the slice was rewritten"
+            )
+        self.seen.append(meta.digest)
+        return meta.digest
+
+
+def pull(remote: Remote, floor: Floor, queue: str, tick: Tick | None = None, *,
+         rebuild_manifest: bool = False) -> tuple[int, QueueReport]:
     """Commit every chain slice past the floor's checkpoint; returns (new slices, report).
 
-    Downloads run ``PREFETCH`` slices ahead of the commits, so the object store's latency
-    overlaps the floor's work.
+    Every slice is checked against the chain, the manifest and what this floor recorded
+    before it is committed. Downloads run ``PREFETCH`` slices ahead of the commits, so the
+    object store's latency overlaps the floor's work.
     """
-    the_plan = plan(remote, queue)
-    report = QueueReport(queue, head=the_plan.head, orphans=[r.name for r in the_plan.orphans])
+    the_plan = plan(remote, queue, rebuild_manifest=rebuild_manifest)
+    report = _report(the_plan)
+    links = _Chain(remote, the_plan, floor)
     checkpoint = floor.checkpoint(queue)
-    todo = [ref for ref in the_plan.chain if id_lt(checkpoint, ref.last)]
-    report.skipped = len(the_plan.chain) - len(todo)
+    start = next((i for i, ref in enumerate(the_plan.chain) if id_lt(checkpoint, ref.last)),
+                 len(the_plan.chain))
+    todo = the_plan.chain[start:]
+    report.skipped = start
     if tick and report.skipped:
         tick(report.skipped)
+    prev_digest = links.prev_digest(start)
     with ThreadPoolExecutor(max_workers=PREFETCH, thread_name_prefix="emq-restore") as pool:
         pending: deque[Future[SliceContent]] = deque()
         refs = iter(todo)
@@ -121,6 +238,7 @@ def pull(remote: Remote, floor: Floor, queue: str, tick: Tick | None = None
             nxt = next(refs, None)
             if nxt is not None:
                 pending.append(pool.submit(remote.get_slice, nxt))
+            prev_digest = links.check(content, prev_digest)
             added = floor.commit_slice(content, uploaded=True)
             if added is not None:
                 report.slices += 1
@@ -128,19 +246,48 @@ def pull(remote: Remote, floor: Floor, queue: str, tick: Tick | None = None
                 report.quarantined += added[1]
             if tick:
                 tick(1)
+    report.head_digest = _head_digest(the_plan, links)
     return report.slices, report
 
 
-def verify_queue(remote: Remote, queue: str, tick: Tick | None = None) -> QueueReport:
-    """Read and check every chain slice of ``queue`` without writing anything."""
-    the_plan = plan(remote, queue)
-    report = QueueReport(queue, head=the_plan.head, orphans=[r.name for r in the_plan.orphans])
+def _report(the_plan: Plan) -> QueueReport:
+    return QueueReport(the_plan.queue, head=the_plan.head,
+                       orphans=[r.name for r in the_plan.orphans], rebuilt=the_plan.rebuilt)
+
+
+def _head_digest(the_plan: Plan, links: _Chain) -> str:
+    """The digest of the chain's newest slice, as read or as recorded."""
+    if not the_plan.chain:
+        return GENESIS
+    if links.seen:
+        return links.seen[-1]
+    return links.expected.get(the_plan.chain[-1].first, "")
+
+
+def verify_queue(remote: Remote, queue: str, tick: Tick | None = None, *,
+                 floor: Floor | None = None, rebuild_manifest: bool = False,
+                 pin: str | None = None) -> QueueReport:
+    """Read and check every chain slice of ``queue`` without writing anything: checksums,
+    the chain of digests, the manifest's digests, the ``floor``'s (when given) and ``pin``
+    (a digest kept elsewhere that must be on the chain)."""
+    the_plan = plan(remote, queue, rebuild_manifest=rebuild_manifest)
+    report = _report(the_plan)
+    links = _Chain(remote, the_plan, floor)
+    prev_digest: str | None = GENESIS
     for ref in the_plan.chain:
         content = remote.get_slice(ref)
+        prev_digest = links.check(content, prev_digest)
         report.slices += 1
         report.entries += content.meta.count
         if tick:
             tick(1)
+    report.head_digest = _head_digest(the_plan, links)
+    if pin is not None and pin not in links.seen:
+        raise ChainBroken(
+            f"{queue}: the kept digest {pin} is not on the chain in "
+            f"{remote.address(queue + '/')} (head {the_plan.head}, digest "
+            f"{report.head_digest}): the bucket's history was rewritten or cut"
+        )
     return report
 
 
@@ -166,9 +313,14 @@ def _progress(enabled: bool | None, label: str) -> Iterator[Callable[[str, int],
 
 
 def restore(remote: Remote, floor_path: Floor | str | os.PathLike[str],
-            queues: list[str] | None = None, progress: bool | None = None
-            ) -> dict[str, QueueReport]:
-    """Rebuild (or resume rebuilding) a floor from ``remote`` alone, verified."""
+            queues: list[str] | None = None, progress: bool | None = None, *,
+            rebuild_manifest: bool = False) -> dict[str, QueueReport]:
+    """Rebuild (or resume rebuilding) a floor from ``remote`` alone, verified.
+
+    A queue whose bucket has slices but no manifest is refused with
+    :class:`ManifestMissing` unless ``rebuild_manifest``: then what the chain of slices
+    holds is restored and the report's ``head``/``head_digest`` say where it ends.
+    """
     floor = floor_path if isinstance(floor_path, Floor) else Floor(floor_path)
     reports: dict[str, QueueReport] = {}
     try:
@@ -176,20 +328,50 @@ def restore(remote: Remote, floor_path: Floor | str | os.PathLike[str],
         with _progress(progress, "restore") as task:
             for queue in names:
                 total = len(remote.list_slices(queue))
-                _, reports[queue] = pull(remote, floor, queue, task(queue, total))
+                _, reports[queue] = pull(remote, floor, queue, task(queue, total),
+                                         rebuild_manifest=rebuild_manifest)
     finally:
         if floor is not floor_path:
             floor.close()
     return reports
 
 
-def verify(remote: Remote, queues: list[str] | None = None, progress: bool | None = None
-           ) -> dict[str, QueueReport]:
-    """Check every queue's chain and every object's checksum; writes nothing."""
+def verify(remote: Remote, queues: list[str] | None = None, progress: bool | None = None, *,
+           floor: Floor | str | os.PathLike[str] | None = None, rebuild_manifest: bool = False,
+           pins: Mapping[str, str] | None = None) -> dict[str, QueueReport]:
+    """Check every queue's chain, every object's checksum and every digest; writes nothing.
+
+    With ``floor``, every slice that floor uploaded must be in the bucket unchanged; with
+    ``pins`` (queue -> a ``head_digest`` kept from an earlier report), that digest must
+    still be on the queue's chain. Only these catch a forger who rewrote the whole chain
+    and the manifest consistently.
+    """
+    pins = pins or {}
     reports: dict[str, QueueReport] = {}
-    names = queues if queues is not None else remote.queues()
-    with _progress(progress, "verify") as task:
+    with _floor(floor) as opened, _progress(progress, "verify") as task:
+        names = queues if queues is not None else _verified_queues(remote, opened)
         for queue in names:
             reports[queue] = verify_queue(remote, queue,
-                                          task(queue, len(remote.list_slices(queue))))
+                                          task(queue, len(remote.list_slices(queue))),
+                                          floor=opened, rebuild_manifest=rebuild_manifest,
+                                          pin=pins.get(queue))
     return reports
+
+
+def _verified_queues(remote: Remote, floor: Floor | None) -> list[str]:
+    """The bucket's queues, and every queue the floor uploaded (a queue removed from the
+    bucket altogether is a cut history too)."""
+    names = set(remote.queues())
+    if floor is not None:
+        names.update(q for q in floor.queues() if floor.uploaded_slices(q))
+    return sorted(names)
+
+
+@contextmanager
+def _floor(floor: Floor | str | os.PathLike[str] | None) -> Iterator[Floor | None]:
+    """The floor to compare against (opened here when given as a path)."""
+    if floor is None or isinstance(floor, Floor):
+        yield floor
+        return
+    with Floor(floor) as opened:
+        yield opened

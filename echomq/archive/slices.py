@@ -6,6 +6,14 @@ name carries the first and last stream ids and ``prev`` (the last id of the slic
 ``0-0`` for the first) in fixed-width digits, so listing a queue's slices in name order is
 listing history in order, and a missing slice shows as a broken ``prev`` link without
 downloading anything.
+
+The slices form a hash chain: each header carries ``prev_digest``, the digest of the slice
+before it (``""`` for the first), and a slice's own ``digest`` is the sha256 of its
+uncompressed bytes (header included). Rewriting, dropping or reordering any slice therefore
+changes every digest after it; the manifest and the floor keep those digests to compare
+against. The digest is taken before compression so that another zlib, which may compress
+the same entries differently, still yields the same digest (``sha256`` is the object's
+transport checksum, over the compressed bytes).
 """
 
 from __future__ import annotations
@@ -21,7 +29,10 @@ from dataclasses import dataclass
 from echomq.archive.entries import id_key, id_lt, parse_stream_id
 from echomq.errors import ChecksumMismatch, InvalidArgument
 
-FORMAT = "emq-slice/1"
+FORMAT = "emq-slice/2"
+OLD_FORMATS = ("emq-slice/1",)
+GENESIS = ""
+"""The ``prev_digest`` of a queue's first slice."""
 ZERO_ID = "0-0"
 SUFFIX = ".jsonl.gz"
 _WIDE_ID = r"([0-9]{20})-([0-9]{20})"
@@ -33,6 +44,11 @@ RawItem = tuple[str, Mapping[str, str], bytes]
 
 class SliceCorrupt(ChecksumMismatch):
     """A slice object's bytes are not the slice its name and checksum promise."""
+
+
+class ChainBroken(ChecksumMismatch):
+    """A slice's digest is not the one its successor, the manifest or the floor recorded:
+    it was rewritten, replaced or moved."""
 
 
 def wide_id(value: str) -> str:
@@ -73,6 +89,8 @@ class SliceMeta:
     count: int
     sha256: str
     size: int
+    digest: str = ""
+    prev_digest: str = GENESIS
 
     @property
     def name(self) -> str:
@@ -86,6 +104,7 @@ class SliceMeta:
         return {
             "queue": self.queue, "first": self.first, "last": self.last, "prev": self.prev,
             "count": self.count, "sha256": self.sha256, "size": self.size,
+            "digest": self.digest, "prev_digest": self.prev_digest,
         }
 
     @classmethod
@@ -94,6 +113,7 @@ class SliceMeta:
             queue=str(obj["queue"]), first=str(obj["first"]), last=str(obj["last"]),
             prev=str(obj["prev"]), count=int(obj["count"]),  # type: ignore[call-overload]
             sha256=str(obj["sha256"]), size=int(obj["size"]),  # type: ignore[call-overload]
+            digest=str(obj.get("digest", "")), prev_digest=str(obj.get("prev_digest", GENESIS)),
         )
 
 
@@ -116,17 +136,19 @@ def parse_slice_name(name: str) -> SliceRef:
     return SliceRef(match.group("queue"), ids[0], ids[1], ids[2])
 
 
-def _header(queue: str, first: str, last: str, prev: str, count: int) -> bytes:
+def _header(queue: str, first: str, last: str, prev: str, count: int,
+            prev_digest: str) -> bytes:
     head = {"format": FORMAT, "queue": queue, "first": first, "last": last, "prev": prev,
-            "count": count}
+            "count": count, "prev_digest": prev_digest}
     return json.dumps(head, separators=(",", ":")).encode()
 
 
 def build_slice(queue: str, prev: str, items: Sequence[RawItem], level: int = 1,
-                *, encode: bool = True) -> SliceContent:
-    """Encode ``items`` (in stream order, all after ``prev``) as one slice object.
+                *, encode: bool = True, prev_digest: str = GENESIS) -> SliceContent:
+    """Encode ``items`` (in stream order, all after ``prev``) as one slice object chained
+    to the slice before it by ``prev_digest``.
 
-    ``encode=False`` skips the object bytes (no checksum, ``data`` empty): a floor-only
+    ``encode=False`` skips the object bytes (no checksums, ``data`` empty): a floor-only
     fold never uploads them, and they are rebuilt from the floor if a remote comes later.
     """
     if not items:
@@ -136,10 +158,11 @@ def build_slice(queue: str, prev: str, items: Sequence[RawItem], level: int = 1,
         raise InvalidArgument(f"slice starting at {first} must come after prev {prev}")
     if not encode:
         return SliceContent(SliceMeta(queue, first, last, prev, len(items), "", 0), b"", items)
-    body = b"\n".join([_header(queue, first, last, prev, len(items))] + [i[2] for i in items])
-    data = gzip.compress(body + b"\n", compresslevel=level, mtime=0)
+    header = _header(queue, first, last, prev, len(items), prev_digest)
+    body = b"\n".join([header] + [i[2] for i in items]) + b"\n"
+    data = gzip.compress(body, compresslevel=level, mtime=0)
     meta = SliceMeta(queue, first, last, prev, len(items), hashlib.sha256(data).hexdigest(),
-                     len(data))
+                     len(data), hashlib.sha256(body).hexdigest(), prev_digest)
     return SliceContent(meta, data, items)
 
 
@@ -155,9 +178,9 @@ def decode_slice(data: bytes, ref: SliceRef | None = None, where: str = "") -> S
         if lines[-1] != b"":
             raise ValueError("the last line is not terminated")
         head = json.loads(lines[0])
-        if head.get("format") != FORMAT:
-            raise ValueError(f"unknown format {head.get('format')!r}")
+        _check_format(head.get("format"))
         queue, first, last, prev = (str(head[k]) for k in ("queue", "first", "last", "prev"))
+        prev_digest = str(head["prev_digest"])
         count = int(head["count"])
         body = lines[1:-1]
         if len(body) != count:
@@ -188,5 +211,16 @@ def decode_slice(data: bytes, ref: SliceRef | None = None, where: str = "") -> S
     except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError,
             AttributeError) as exc:
         raise SliceCorrupt(f"{label}: corrupt slice object ({exc})") from exc
-    meta = SliceMeta(queue, first, last, prev, count, hashlib.sha256(data).hexdigest(), len(data))
+    meta = SliceMeta(queue, first, last, prev, count, hashlib.sha256(data).hexdigest(),
+                     len(data), hashlib.sha256(text).hexdigest(), prev_digest)
     return SliceContent(meta, data, items)
+
+
+def _check_format(found: object) -> None:
+    """Only chained slices are read: an older, unchained one cannot prove its place."""
+    if found == FORMAT:
+        return
+    if found in OLD_FORMATS:
+        raise ValueError(f"format {found!r} predates chained slices ({FORMAT}); this version "
+                         "does not read it: archive that queue again into a new prefix")
+    raise ValueError(f"unknown format {found!r}")

@@ -27,7 +27,7 @@ from echomq.jobs.handler import JobContext, execute
 from echomq.jobs.lease import extend_call, reap
 from echomq.jobs.settle import DEFAULT_BACKOFF_CAP_MS, DEFAULT_BACKOFF_MS, KEEP_ALL, release_many
 from echomq.jobs.settler import Settler
-from echomq.jobs.stalled import DEFAULT_MAX_STALLED, stalled_check
+from echomq.jobs.stalled import DEFAULT_MAX_STALLED, sweep_stalled
 from echomq.queue import validate
 from echomq.queue.claim import DEFAULT_LEASE_MS, MAX_CLAIM, claim_call
 from echomq.queue.connection import Connection
@@ -357,7 +357,7 @@ class Consumer:
 
     def _beat(self) -> None:
         if self.recovery == "stalled":
-            sweep = stalled_check(self.conn, self.queue, self.max_stalled)
+            sweep = sweep_stalled(self.conn, self.queue, self.max_stalled)
             if sweep.recovered or sweep.dead:
                 log.info("stalled sweep: recovered %s, dead-lettered %s",
                          sweep.recovered, sweep.dead)

@@ -22,7 +22,7 @@ from echomq.jobs.stalled import (
     DEFAULT_INTERVAL_MS,
     DEFAULT_LIMIT,
     DEFAULT_MAX_STALLED,
-    stalled_check,
+    sweep_stalled,
 )
 from echomq.models import StalledSweep
 from echomq.queue import validate
@@ -81,7 +81,7 @@ class BatchScheduler:
     def sweep_once(self, queue: str, max_stalled: int, limit: int) -> StalledSweep | None:
         """One sweep pass; a failure is logged and the next pass tries again."""
         try:
-            sweep = stalled_check(self.conn, queue, max_stalled, limit)
+            sweep = sweep_stalled(self.conn, queue, max_stalled, limit)
         except Exception as exc:  # the server may be restarting; the next pass retries
             log.warning("stalled sweep of %r failed: %s", queue, exc)
             return None

@@ -55,6 +55,8 @@ def metrics(conn: Connection, queue: str) -> dict[str, int]:
 
 
 def dead_jobs(conn: Connection, queue: str, limit: int = 100) -> list[str]:
+    """Up to ``limit`` dead-lettered ids, oldest first: every dead-letter (a failure past
+    ``max_attempts`` or a stall at the threshold) is scored by when it died, server clock."""
     validate.positive_int(limit, "limit")
     return [str(i) for i in conn.redis.zrange(Keys(queue).dead, 0, limit - 1)]
 
@@ -64,8 +66,8 @@ PURGE_BATCH = 1000
 
 def purge(conn: Connection, queue: str, state: str = "dead", keep: int = 0) -> int:
     """Forget finished jobs of ``state`` ("completed" or "dead") beyond the newest
-    ``keep``: their rows and set entries leave Redis; a declared stream's archive
-    keeps their history. Returns how many were deleted."""
+    ``keep`` (newest by when they finished or died): their rows and set entries leave
+    Redis; a declared stream's archive keeps their history. Returns how many were deleted."""
     if state not in ("completed", "dead"):
         raise InvalidArgument(f"state must be 'completed' or 'dead', got {state!r}")
     validate.non_negative_int(keep, "keep")

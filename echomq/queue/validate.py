@@ -1,26 +1,57 @@
-"""Argument gates that run before the wire (the key builder gates names)."""
+"""Argument gates that run before the wire (the key builder gates names).
+
+Every duration (ms: leases, delays, backoffs, intervals) and every count (limits,
+thresholds, attempts, keeps) a verb takes is an int from 1 (or 0 where zero means
+"none") up to ONE bound, :data:`MAX_INT`. The functions library checks the same
+bound natively (``_lib.lua``'s ``EMQ_MAX_INT``), so a direct FCALL with a huge
+value is refused as the Python gate refuses it, and both executors agree.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from echomq.errors import InvalidArgument
 
 MAX_PRIORITY = 1023
 
+MAX_INT = 2**41
+"""The largest duration (ms) or count any verb accepts: 2,199,023,255,552 ms, about
+69.7 years. A lease or delay this long added to the server clock stays an exact
+integer in a Lua/IEEE double (< 2**53) for millennia, so a score never rounds, never
+becomes 1e30 and a deadline never turns negative; in seconds it stays below
+``threading.TIMEOUT_MAX``, so a host-side wait on it never overflows; no count a server
+holds comes near it. Keep in step with ``EMQ_MAX_INT`` in ``lua/_lib.lua``."""
+
+MAX_PAYLOAD_DEPTH = 256
+"""The deepest nesting of lists and objects a payload may have. Far beyond real data,
+and far enough below Python's recursion limit that a payload accepted here decodes
+in any worker thread; deeper is refused with ``InvalidArgument`` like any bad payload."""
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _bounded(number: int, what: str) -> int:
+    if number > MAX_INT:
+        raise InvalidArgument(f"{what} must be at most {MAX_INT}, got {number}")
+    return number
+
 
 def positive_int(value: object, what: str) -> int:
-    """``value`` if it is a positive int (bools refused), else ``InvalidArgument``."""
+    """``value`` if it is an int in 1..``MAX_INT`` (bools refused), else ``InvalidArgument``."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise InvalidArgument(f"{what} must be a positive integer, got {value!r}")
-    return value
+    return _bounded(value, what)
 
 
 def non_negative_int(value: object, what: str) -> int:
+    """``value`` if it is an int in 0..``MAX_INT`` (bools refused), else ``InvalidArgument``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidArgument(f"{what} must be a non-negative integer, got {value!r}")
-    return value
+    return _bounded(value, what)
 
 
 def priority(value: object) -> int:
@@ -31,12 +62,37 @@ def priority(value: object) -> int:
 
 
 def payload_json(payload: Any, limit: int) -> str:
-    """The payload as compact JSON, refused if it is not JSON or is over ``limit`` bytes."""
+    """The payload as compact JSON, refused if it is not JSON, is nested deeper than
+    ``MAX_PAYLOAD_DEPTH`` or is over ``limit`` bytes."""
     try:
         text = json.dumps(payload, separators=(",", ":"), allow_nan=False)
+    except RecursionError as exc:
+        raise InvalidArgument(
+            f"payload is nested too deep (at most {MAX_PAYLOAD_DEPTH} levels)"
+        ) from exc
     except (TypeError, ValueError) as exc:
         raise InvalidArgument(f"payload is not JSON-serialisable: {exc}") from exc
     size = len(text.encode())
     if size > limit:
         raise InvalidArgument(f"payload is {size} bytes; the limit is {limit}")
+    # fewer brackets than the limit cannot nest past it: most payloads stop here, at C speed
+    if text.count("[") + text.count("{") > MAX_PAYLOAD_DEPTH:
+        depth = json_depth(text)
+        if depth > MAX_PAYLOAD_DEPTH:
+            raise InvalidArgument(
+                f"payload is nested {depth} levels deep; the limit is {MAX_PAYLOAD_DEPTH}"
+            )
     return text
+
+
+def json_depth(text: str) -> int:
+    """How deep lists and objects nest in JSON ``text`` (brackets inside strings do not
+    count: the strings are cut out first)."""
+    depth = deepest = 0
+    for bracket in _BRACKET.findall(_JSON_STRING.sub("", text)):
+        if bracket in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from echomq.archive.remote import S3Remote
@@ -63,7 +64,11 @@ def remote_spec(remote: S3Remote, server: Any) -> dict[str, Any]:
 
 class FlakyProxy:
     """A tiny HTTP proxy on loopback that answers 503 to the first ``fail`` requests
-    (or to all while ``down``), then forwards verbatim (Host kept, so SigV4 still holds)."""
+    (or to all while ``down``), then forwards verbatim (Host kept, so SigV4 still holds).
+
+    While ``swallow`` (a predicate on the request path) holds, a PUT to a matching path is
+    answered 200 with a made-up ETag and never forwarded: a store that keeps nothing.
+    """
 
     def __init__(self, upstream: str, fail: int = 0) -> None:
         import http.client
@@ -73,6 +78,8 @@ class FlakyProxy:
 
         self.fail = fail
         self.down = False
+        self.swallow: Callable[[str], bool] | None = None
+        self.swallowed = 0
         self.seen = 0
         self.refused = 0
         target = urlsplit(upstream)
@@ -96,6 +103,13 @@ class FlakyProxy:
                     self.end_headers()
                     self.wfile.write(payload)
                     return
+                if self.command == "PUT" and proxy.swallow and proxy.swallow(self.path):
+                    proxy.swallowed += 1
+                    self.send_response(200)
+                    self.send_header("ETag", '"00000000000000000000000000000000"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 conn = http.client.HTTPConnection(target.hostname, target.port, timeout=10)
                 conn.putrequest(self.command, self.path, skip_host=True,
                                 skip_accept_encoding=True)
@@ -108,7 +122,9 @@ class FlakyProxy:
                 for name, value in response.getheaders():
                     if name.lower() not in ("transfer-encoding", "connection", "content-length"):
                         self.send_header(name, value)
-                self.send_header("Content-Length", str(len(data)))
+                # a HEAD reply has no body but says the object's length
+                length = response.getheader("Content-Length") if self.command == "HEAD" else None
+                self.send_header("Content-Length", length or str(len(data)))
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)

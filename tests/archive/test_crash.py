@@ -43,7 +43,7 @@ def test_kill_9_at_every_crash_point_converges(point: str, at: int, rec: Recorde
     rec.add(9)
     written = sorted((sid for sid, _ in rec.written), key=id_key)
     spec = {"url": server_url, "floor": str(floor_path), "queue": rec.queue, "point": point,
-            "at": at, "slice_count": 10, "lease_ms": 400,
+            "at": at, "slice_count": 10, "lease_ms": 1_000,  # short: the rerun takes over soon
             "remote": remote_spec(weed_remote, seaweed)}
     child = run_child(spec)
     assert child.returncode == -9, child.stderr[-2000:]

@@ -16,6 +16,7 @@ from echomq.archive import (
     Outcome,
     RemoteConflict,
     S3Remote,
+    StreamGap,
     StreamRewound,
     declare,
     fold_declared,
@@ -307,8 +308,13 @@ def test_a_fresh_driver_never_hides_history(rec: Recorder, weed_remote: S3Remote
     weed_remote.client.delete_object(Bucket=weed_remote.bucket,
                                      Key=f"archive/{rec.queue}/manifest.json")
     rec.add(5)
+    fresh = Driver(rec.conn, tmp_path / "fresh", weed_remote, slice_count=10)
+    with pytest.raises(StreamGap):  # the fresh floor lacks the 20 trimmed entries
+        fresh.fold(rec.queue)
+    assert len(fresh.acknowledge_gap(rec.queue, by="test")) == 1
     with pytest.raises(RemoteConflict, match="no manifest"):
-        Driver(rec.conn, tmp_path / "fresh", weed_remote, slice_count=10).fold(rec.queue)
+        fresh.fold(rec.queue)
+    fresh.close()
     assert rec.conn.redis.xlen(rec.key) == 5
     assert weed_remote.read_manifest(rec.queue) is None
     assert len(weed_remote.list_slices(rec.queue)) == 2

@@ -22,8 +22,8 @@ from echomq.archive.slices import SliceContent, build_slice
 OUTCOMES = ("completed", "cancelled", "dead")
 
 
-def make_slice(queue: str, prev: str, start: int, n: int, bad: tuple[int, ...] = ()
-               ) -> SliceContent:
+def make_slice(queue: str, prev: str, start: int, n: int, bad: tuple[int, ...] = (),
+               prev_digest: str = "") -> SliceContent:
     items = []
     for i in range(start, start + n):
         if i in bad:
@@ -33,15 +33,15 @@ def make_slice(queue: str, prev: str, start: int, n: int, bad: tuple[int, ...] =
                       "attempts": str(i % 5), "at": str(1_000_000 + i * 10)}
         sid = f"{1000 + i}-0"
         items.append((sid, fields, entry_line(sid, fields)))
-    return build_slice(queue, prev, items)
+    return build_slice(queue, prev, items, prev_digest=prev_digest)
 
 
 def chain(queue: str, slices: int, per: int) -> list[SliceContent]:
-    out, prev = [], "0-0"
+    out, prev, digest = [], "0-0", ""
     for s in range(slices):
-        content = make_slice(queue, prev, s * per, per)
+        content = make_slice(queue, prev, s * per, per, prev_digest=digest)
         out.append(content)
-        prev = content.meta.last
+        prev, digest = content.meta.last, content.meta.digest
     return out
 
 

@@ -11,21 +11,23 @@ import urllib.request
 
 import pytest
 
-from echomq.archive import Manifest, ManifestConflict, RemoteRefused, S3Remote
+from echomq.archive import ManifestConflict, RemoteRefused, S3Remote, UploadUnconfirmed
 from echomq.archive.entries import entry_line
+from echomq.archive.remote import next_manifest
 from echomq.archive.seaweed import SeaweedS3
 from echomq.archive.slices import SliceContent, build_slice
 from echomq.errors import ChecksumMismatch, RemoteUnavailable
 from echomq.queue.embedded import free_port
 
 
-def slice_of(queue: str, prev: str, start: int, n: int, tag: str = "") -> SliceContent:
+def slice_of(queue: str, prev: str, start: int, n: int, tag: str = "", prev_digest: str = ""
+             ) -> SliceContent:
     items = []
     for i in range(start, start + n):
         fields = {"job": f"j{i}", "outcome": "completed", "result": f"r{i}{tag}",
                   "attempts": "1", "at": str(i)}
         items.append((f"{i}-0", fields, entry_line(f"{i}-0", fields)))
-    return build_slice(queue, prev, items)
+    return build_slice(queue, prev, items, prev_digest=prev_digest)
 
 
 class TestRemoteContract:
@@ -89,20 +91,43 @@ class TestRemoteContract:
         assert remote.list_slices("q") == made
 
     def test_the_manifest_only_moves_forward(self, remote: S3Remote) -> None:
+        a = slice_of("q", "0-0", 1, 10)
+        b = slice_of("q", a.meta.last, 11, 10, prev_digest=a.meta.digest)
+        c = slice_of("q", b.meta.last, 21, 10, prev_digest=b.meta.digest)
+        one, two = next_manifest(None, a.meta), next_manifest(None, a.meta).extended(b.meta)
         assert remote.read_manifest("q") is None
-        first = remote.write_manifest(Manifest("q", "10-0", 1, 10), None)
+        first = remote.write_manifest(one, None)
         assert first.etag
         with pytest.raises(ManifestConflict):  # someone created it already
-            remote.write_manifest(Manifest("q", "20-0", 1, 10), None)
+            remote.write_manifest(two, None)
         stored = remote.read_manifest("q")
-        assert stored == Manifest("q", "10-0", 1, 10, stored.updated_at if stored else 0)
-        second = remote.write_manifest(Manifest("q", "20-0", 2, 20), stored)
+        assert stored is not None and stored.head == a.meta.last and stored.chain == one.chain
+        second = remote.write_manifest(two, stored)
         with pytest.raises(ManifestConflict):  # a stale ETag: it moved under us
-            remote.write_manifest(Manifest("q", "30-0", 3, 30), stored)
+            remote.write_manifest(two.extended(c.meta), stored)
         with pytest.raises(ManifestConflict, match="only moves forward"):
-            remote.write_manifest(Manifest("q", "5-0", 1, 5), second)
+            remote.write_manifest(one, second)
         after = remote.read_manifest("q")
         assert after is not None and after.head == "20-0" and after.slices == 2
+        assert after.head_digest == b.meta.digest
+        assert [link[2] for link in after.chain] == [a.meta.digest, b.meta.digest]
+
+    def test_confirm_sees_what_is_stored(self, remote: S3Remote) -> None:
+        content = slice_of("q", "0-0", 1, 10)
+        with pytest.raises(UploadUnconfirmed, match="does not have the object"):
+            remote.confirm_slice(content.meta)
+        remote.put_slice(content)
+        remote.confirm_slice(content.meta)
+        remote.client.put_object(Bucket=remote.bucket, Key=remote.prefix + content.meta.name,
+                                 Body=content.data[:-1],
+                                 Metadata={"sha256": content.meta.sha256})
+        with pytest.raises(UploadUnconfirmed, match=f"{content.meta.size} bytes"):
+            remote.confirm_slice(content.meta)
+        manifest = remote.write_manifest(next_manifest(None, content.meta), None)
+        remote.confirm_manifest(manifest)
+        with pytest.raises(UploadUnconfirmed):  # another manifest than the one stored
+            remote.confirm_manifest(manifest.extended(slice_of(
+                "q", "10-0", 11, 1, prev_digest=content.meta.digest).meta))
 
     def test_an_unreachable_store_is_unavailable_after_retries(self, remote: S3Remote) -> None:
         dead = S3Remote(remote.bucket, endpoint_url=f"http://127.0.0.1:{free_port()}",

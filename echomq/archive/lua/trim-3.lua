@@ -1,21 +1,32 @@
---[[ trim-3: trim the archived head of a declared outcome stream, fenced by the lease.
+--[[ trim-3: trim the archived head of a declared outcome stream, fenced by the lease
+  and by the stream's archive of record.
 
   KEYS[1] the lease key (emq:{q}:archive-lease)
   KEYS[2] the outcome stream (emq:{q}:completions)
   KEYS[3] the queue's meta hash (emq:{q}:meta)
   ARGV[1] our token   ARGV[2] MINID: entries below it are in the floor (and remote)
   ARGV[3] lease length, ms (renewed on success)
+  ARGV[4] the archive this driver writes (its remote, else its floor): claimed as the
+          archive of record when the declaration names none
+  ARGV[5] another archive this driver writes (its floor), or '' for none
 
   Replies:
     n >= 0  entries removed
    -1       lease lost: nothing trimmed
    -2       the stream is not declared: nothing trimmed
+   -3       the archive of record is another one: nothing trimmed
 ]]
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return -1
 end
 if redis.call('HGET', KEYS[3], 'stream') ~= '1' then
   return -2
+end
+local record = redis.call('HGET', KEYS[3], 'archive')
+if record == false then
+  redis.call('HSET', KEYS[3], 'archive', ARGV[4])
+elseif record ~= ARGV[4] and (ARGV[5] == '' or record ~= ARGV[5]) then
+  return -3
 end
 local removed = redis.call('XTRIM', KEYS[2], 'MINID', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])

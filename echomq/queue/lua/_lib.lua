@@ -14,9 +14,12 @@ local function emq_run_id()
   return string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
 end
 
--- a positive integer given as a string, or nil
+-- the one bound on every duration (ms) and count: validate.MAX_INT in Python (2^41)
+local EMQ_MAX_INT = 2199023255552
+
+-- a positive integer given as a string, or nil; callers refuse it above EMQ_MAX_INT
 local function emq_posint(s)
-  if type(s) ~= 'string' or not string.match(s, '^[1-9]%d*$') or #s > 15 then return nil end
+  if type(s) ~= 'string' or not string.match(s, '^[1-9]%d*$') then return nil end
   return tonumber(s)
 end
 

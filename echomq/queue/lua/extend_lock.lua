@@ -8,11 +8,16 @@
     1 re-scored to server TIME + lease
   Native (functions) also refuses, before anything else:
     'ERR EMQ.EXTEND lease_ms must be a positive integer'
+    'ERR EMQ.EXTEND lease_ms must be at most 2199023255552' (EMQ_MAX_INT, as Python's gate)
     'ERR EMQ.EXTEND keys do not match the queue layout'
   and stamps the row's lease_epoch with the server run id on a re-score. ]]
 if EMQ_NATIVE then
-  if not emq_posint(ARGV[3]) then
+  local lease = emq_posint(ARGV[3])
+  if not lease then
     return redis.error_reply('ERR EMQ.EXTEND lease_ms must be a positive integer')
+  end
+  if lease > EMQ_MAX_INT then
+    return redis.error_reply('ERR EMQ.EXTEND lease_ms must be at most 2199023255552')
   end
   local base = string.match(KEYS[1], '^(emq:{[^{}]+}:)active$')
   if not base or KEYS[2] ~= base .. 'job:' .. ARGV[1] then

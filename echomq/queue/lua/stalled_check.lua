@@ -5,10 +5,13 @@
   Returns: {recovered ids, dead ids}. Per lapsed id (server clock, up to limit):
   leave active, HINCRBY stalled; below max_stalled recover (pending at the front,
   or its lane when grouped, giving back the lane's slot); at or above it dead-letter
-  (state dead, last_error stalled, dead set, failed metric, the declared stream).
+  (state dead, last_error stalled, the dead set scored by the time it died (server
+  clock, as fail.lua scores it), failed metric, the declared stream).
   The script, like the seed, creates a skeleton row for a ghost (no row) on HINCRBY.
   Native (functions) differs, every read and check before the first write:
     'ERR EMQ.STALLED.CHECK max_stalled must be a positive integer' (and limit);
+    'ERR EMQ.STALLED.CHECK max_stalled must be at most 2199023255552' (and limit:
+    EMQ_MAX_INT, the bound Python's gate checks);
     'ERR EMQ.STALLED.CHECK keys do not match the queue layout';
     a lease with no lease_epoch, or one from an earlier server run, is recovered
     without counting (a restart is never a stall);
@@ -18,11 +21,18 @@ local p = ARGV[1]
 local maxst = tonumber(ARGV[2])
 local lim = tonumber(ARGV[3])
 if EMQ_NATIVE then
-  if not emq_posint(ARGV[2]) then
+  local m, l = emq_posint(ARGV[2]), emq_posint(ARGV[3])
+  if not m then
     return redis.error_reply('ERR EMQ.STALLED.CHECK max_stalled must be a positive integer')
   end
-  if not emq_posint(ARGV[3]) then
+  if m > EMQ_MAX_INT then
+    return redis.error_reply('ERR EMQ.STALLED.CHECK max_stalled must be at most 2199023255552')
+  end
+  if not l then
     return redis.error_reply('ERR EMQ.STALLED.CHECK limit must be a positive integer')
+  end
+  if l > EMQ_MAX_INT then
+    return redis.error_reply('ERR EMQ.STALLED.CHECK limit must be at most 2199023255552')
   end
   if not string.match(p, '^emq:{[^{}]+}:$') or KEYS[1] ~= p .. 'active'
       or KEYS[2] ~= p .. 'pending' or KEYS[3] ~= p .. 'dead' then
@@ -36,7 +46,7 @@ local dead = {}
 
 local function dead_letter(jk, id, attempts, created)
   redis.call('HSET', jk, 'state', 'dead', 'last_error', 'stalled', 'finished_at', now)
-  redis.call('ZADD', KEYS[3], 0, id)
+  redis.call('ZADD', KEYS[3], now, id)  -- scored by the time it died, as fail does
   redis.call('HINCRBY', p .. 'metrics:failed', 'count', 1)
   if emq_recording(p, '0') then emq_record(p, id, 'dead', 'stalled', attempts, now, created) end
   dead[#dead + 1] = id
