@@ -153,7 +153,7 @@ def scheduler(ctx: click.Context, queues: tuple[str, ...], interval_ms: int, max
     if queues:
         batch.add_sweep(queues, interval_ms=interval_ms, max_stalled=max_stalled)
     if fold:
-        from echomq.archive import S3Remote, fold_declared
+        from echomq.archive import Driver, S3Remote
 
         bucket = os.environ.get("EMQ_S3_BUCKET")
         remote = S3Remote(
@@ -161,7 +161,10 @@ def scheduler(ctx: click.Context, queues: tuple[str, ...], interval_ms: int, max
             endpoint_url=os.environ.get("EMQ_S3_ENDPOINT_URL"),
             region=os.environ.get("EMQ_S3_REGION"),
         ) if bucket else None
-        batch.add_fold(lambda: fold_declared(conn, floor, remote), interval_ms=fold_interval_ms)
+        # One driver for the scheduler's life: its passes share one fold lease token, so a
+        # pass cut short by a server failure does not lock the next ones out.
+        driver = Driver(conn, floor, remote)
+        batch.add_fold(driver.fold_declared, interval_ms=fold_interval_ms)
     if not queues and not fold:
         raise click.UsageError("nothing to schedule: give --queue and/or --fold")
     done = threading.Event()
@@ -169,6 +172,8 @@ def scheduler(ctx: click.Context, queues: tuple[str, ...], interval_ms: int, max
         signal.signal(signum, lambda *_: done.set())
     with batch:
         done.wait()
+    if fold:
+        driver.close()
 
 
 @main.command()
