@@ -217,12 +217,12 @@ class Consumer:
     def _wait_for_server(self) -> None:
         """Declare the stream (or just reach the server), riding out a server that is
         restarting or loading its data, as the claim loop does, until ``stop()``."""
-        from echomq.archive.declared import declare
-
         failures = 0
         while not self._stop.is_set():
             try:
                 if self.record:
+                    from echomq.archive.declared import declare  # only a recorder pays for it
+
                     declare(self.conn, self.queue)
                 else:
                     self.conn.redis.ping()
