@@ -80,7 +80,9 @@ def test_python_m_echomq_archive_is_the_archive_command_group() -> None:
         assert command in done.stdout
 
 
-def test_the_seaweedfs_launcher_has_its_own_home_and_stops_with_sigterm(tmp_path: Path) -> None:
+@pytest.mark.parametrize("argv", [["echomq.servers.seaweed"], ["echomq", "server", "s3"]])
+def test_the_seaweedfs_launcher_has_its_own_home_and_stops_with_sigterm(
+        tmp_path: Path, argv: list[str]) -> None:
     import os
     import signal
     import socket
@@ -89,7 +91,7 @@ def test_the_seaweedfs_launcher_has_its_own_home_and_stops_with_sigterm(tmp_path
 
     port = free_port()
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "echomq.servers.seaweed", str(tmp_path / "weed")], cwd=ROOT,
+        [sys.executable, "-m", *argv, str(tmp_path / "weed")], cwd=ROOT,
         env={**os.environ, "EMQ_S3_PORT": str(port)}, stdout=subprocess.PIPE, text=True)
     try:
         assert launcher.stdout is not None
@@ -100,3 +102,39 @@ def test_the_seaweedfs_launcher_has_its_own_home_and_stops_with_sigterm(tmp_path
         launcher.communicate(timeout=60)
     with socket.socket() as probe:  # the server went with its launcher
         assert probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+def _imports(path: Path) -> set[str]:
+    """Every ``echomq...`` module ``path`` imports, at any depth of its code."""
+    import ast
+
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name.split(".")[0] == "echomq"}
+
+
+ENTRY_POINTS = {"echomq/__main__.py", "echomq/archive/__main__.py", "echomq/demo.py"}
+
+
+def test_the_library_never_imports_its_faces() -> None:
+    """The command line and the demo depend on the library, never the reverse (entry
+    points, which nothing imports, excepted)."""
+    offenders = [
+        str(path.relative_to(ROOT)) for path in (ROOT / "echomq").rglob("*.py")
+        if not path.is_relative_to(ROOT / "echomq" / "cli")
+        and str(path.relative_to(ROOT)) not in ENTRY_POINTS
+        and any(name.startswith("echomq.cli") for name in _imports(path))
+    ]
+    assert offenders == []
+
+
+def test_the_valkey_launchers_stand_on_errors_alone() -> None:
+    """The substrate's connect() uses them, so they import nothing of the library above."""
+    for name in ("process", "valkey", "shared"):
+        path = ROOT / "echomq" / "servers" / f"{name}.py"
+        assert {m for m in _imports(path)
+                if not m.startswith("echomq.servers")} <= {"echomq.errors"}, name

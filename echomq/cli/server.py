@@ -1,4 +1,5 @@
-"""``emq server``: the embedded Valkey of ``--data-dir`` (start, status, stop)."""
+"""``emq server``: the embedded Valkey of ``--data-dir`` (start, status, stop), and a
+development S3 endpoint in the foreground (``emq server s3``)."""
 
 from __future__ import annotations
 
@@ -59,3 +60,15 @@ def server_stop(ctx: click.Context) -> None:
         click.echo(f"no server running for {shared.data_dir}")
     else:
         click.echo(f"stopped the server of {info.data_dir} (pid {info.pid})")
+
+
+@server.command("s3")
+@click.argument("folder", default=".echomq/seaweedfs")
+@click.option("--port", envvar="EMQ_S3_PORT", default=8333, show_default=True)
+def server_s3(folder: str, port: int) -> None:
+    """A local SeaweedFS S3 endpoint in FOLDER, in the foreground until Ctrl-C (for
+    development: it prints the endpoint and the credentials to use)."""
+    from echomq.servers.seaweed import serve
+
+    with as_click_error():
+        serve(folder, port)

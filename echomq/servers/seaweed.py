@@ -145,17 +145,23 @@ class SeaweedS3(S3Process):
     _client: Any = None
 
 
-def main() -> None:
-    """``python -m echomq.servers.seaweed [DIR]``: a SeaweedFS S3 endpoint in the
-    foreground, printing how to reach it (``EMQ_S3_PORT`` picks the port; 8333)."""
-    folder = sys.argv[1] if len(sys.argv) > 1 else str(Path.cwd() / ".echomq" / "seaweedfs")
-    server = SeaweedS3(folder, s3_port=int(os.environ.get("EMQ_S3_PORT", "8333")))
+def serve(folder: str | os.PathLike[str], port: int) -> None:
+    """Run a SeaweedFS S3 endpoint on ``port`` in the foreground until Ctrl-C or SIGTERM,
+    printing how to reach it."""
+    server = SeaweedS3(folder, s3_port=port)
     run_in_foreground(server, lambda: [
         f"S3 endpoint: {server.endpoint_url}",
         f"AWS_ACCESS_KEY_ID={server.access_key}",
         f"AWS_SECRET_ACCESS_KEY={server.secret_key}",
         f"data: {server.data_dir}   (Ctrl-C stops it)",
     ])
+
+
+def main() -> None:
+    """``python -m echomq.servers.seaweed [DIR]`` (or ``emq server s3 [DIR]``):
+    ``EMQ_S3_PORT`` picks the port (8333)."""
+    folder = sys.argv[1] if len(sys.argv) > 1 else str(Path.cwd() / ".echomq" / "seaweedfs")
+    serve(folder, int(os.environ.get("EMQ_S3_PORT", "8333")))
 
 
 if __name__ == "__main__":
