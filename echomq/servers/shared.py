@@ -28,10 +28,10 @@ from echomq.servers.process import free_port, pid_alive
 from echomq.servers.valkey import (
     LOG_FILE,
     START_TIMEOUT_S,
-    _probe,
-    _wait_ready,
     data_folder,
+    probe,
     server_argv,
+    wait_answering,
 )
 
 LOCK_TIMEOUT_S = 60.0
@@ -157,7 +157,7 @@ class SharedValkey:
 
     def _answers(self, state: ServerInfo, wait: float = 0.0) -> bool:
         """True when ``state``'s port answers with its run id, pid and this folder."""
-        client = _probe(state.host, state.port)
+        client = probe(state.host, state.port)
         deadline = time.monotonic() + wait
         try:
             while True:
@@ -197,7 +197,7 @@ class SharedValkey:
                 start_new_session=True,  # detached: no terminal signal reaches it
             )
             try:
-                _wait_ready(process, self.host, port, self.data_dir / LOG_FILE)
+                wait_answering(process, self.host, port, self.data_dir / LOG_FILE)
             except ConnectionFailed as exc:
                 failure = exc
                 if process.poll() is None:
@@ -210,7 +210,7 @@ class SharedValkey:
         raise failure
 
     def _record(self, pid: int, port: int) -> ServerInfo:
-        client = _probe(self.host, port)
+        client = probe(self.host, port)
         try:
             run_id = str(client.info("server")["run_id"])
         finally:

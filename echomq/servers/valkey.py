@@ -76,7 +76,7 @@ def server_argv(
     return argv + list(extra or [])
 
 
-def _probe(host: str, port: int) -> redis.Redis:
+def probe(host: str, port: int) -> redis.Redis:
     """A client for one look at a server: short timeouts, no retries of its own."""
     return redis.Redis(host=host, port=port, socket_connect_timeout=1, socket_timeout=2,
                        retry=Retry(NoBackoff(), 0), decode_responses=True)
@@ -87,7 +87,7 @@ def answers_as(process: subprocess.Popen[bytes], host: str, port: int) -> Callab
     server that won a race for the free port)."""
 
     def ready() -> bool:
-        client = _probe(host, port)
+        client = probe(host, port)
         try:
             client.ping()  # BusyLoadingError until its AOF is loaded
             if int(client.info("server")["process_id"]) != process.pid:
@@ -103,7 +103,7 @@ def answers_as(process: subprocess.Popen[bytes], host: str, port: int) -> Callab
     return ready
 
 
-def _wait_ready(process: subprocess.Popen[bytes], host: str, port: int, log: Path) -> None:
+def wait_answering(process: subprocess.Popen[bytes], host: str, port: int, log: Path) -> None:
     """Wait until the server answers as ``process``; a clear error if it exits or stays
     silent (for a server not owned through :class:`EmbeddedValkey`)."""
     wait_ready(process, answers_as(process, host, port), name="valkey-server",
