@@ -10,9 +10,9 @@ from pathlib import Path
 from archive_helpers import Recorder
 from click.testing import CliRunner
 
-from echomq.archive.cli import archive_cli
 from echomq.archive.lease import REPLIES, SCRIPTS, FoldLease, LeaseLost
 from echomq.archive.seaweed import SeaweedS3
+from echomq.cli.archive import archive_cli
 from echomq.errors import LeaseHeld
 from echomq.queue.connection import Connection
 
