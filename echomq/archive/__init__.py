@@ -12,30 +12,29 @@ from echomq.archive.declared import (
     record_address,
     undeclare,
 )
-from echomq.archive.driver import (
-    CRASH_POINTS,
-    Driver,
-    FoldReport,
-    RemoteConflict,
-    StreamGap,
-    StreamRewound,
-    fold_declared,
-)
+from echomq.archive.driver import CRASH_POINTS, Driver, FoldReport, fold_declared
 from echomq.archive.entries import ArchivedEntry, Outcome, QuarantinedEntry
-from echomq.archive.floor import Audit, Floor, FloorGap, FloorStatus, Gap
-from echomq.archive.lease import LeaseLost, NotArchiveOfRecord, NotDeclared
-from echomq.archive.lmdbstore import FloorError, FloorFull
-from echomq.archive.remote import (
-    Manifest,
+from echomq.archive.floor import Audit, Floor, FloorStatus, Gap
+from echomq.archive.remote import Manifest, Remote, S3Remote
+from echomq.archive.restore import QueueReport, plan, restore, verify
+from echomq.errors import (
+    ChainBroken,
+    FloorError,
+    FloorFull,
+    FloorGap,
+    LeaseLost,
     ManifestConflict,
     ManifestCorrupt,
-    Remote,
+    ManifestMissing,
+    NotArchiveOfRecord,
+    NotDeclared,
+    RemoteConflict,
     RemoteRefused,
-    S3Remote,
+    SliceCorrupt,
+    StreamGap,
+    StreamRewound,
     UploadUnconfirmed,
 )
-from echomq.archive.restore import ManifestMissing, QueueReport, plan, restore, verify
-from echomq.archive.slices import ChainBroken, SliceCorrupt
 
 __all__ = [
     "CRASH_POINTS",

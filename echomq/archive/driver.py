@@ -40,11 +40,20 @@ from echomq.archive.declared import (
 )
 from echomq.archive.entries import MAX_U64, entry_line, id_after, id_key, id_lt, parse_stream_id
 from echomq.archive.floor import Floor, Gap, GapBaseline
-from echomq.archive.lease import FoldLease, NotArchiveOfRecord, NotDeclared
+from echomq.archive.lease import FoldLease
 from echomq.archive.remote import Manifest, ManifestConflict, Remote
 from echomq.archive.restore import pull
 from echomq.archive.slices import ZERO_ID, RawItem, SliceContent, build_slice, decode_slice
-from echomq.errors import ArchiveError, InvalidArgument, StreamUnavailable
+from echomq.errors import (
+    ArchiveError,
+    InvalidArgument,
+    NotArchiveOfRecord,
+    NotDeclared,
+    StreamUnavailable,
+)
+from echomq.errors import RemoteConflict as RemoteConflict
+from echomq.errors import StreamGap as StreamGap
+from echomq.errors import StreamRewound as StreamRewound
 from echomq.queue.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -66,34 +75,6 @@ def _quiet_gc() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-class RemoteConflict(ArchiveError):
-    """The remote's history and this floor's disagree; nothing is overwritten or trimmed."""
-
-
-class StreamRewound(ArchiveError):
-    """The stream's ids went backwards past the floor's checkpoint; it is not trimmed."""
-
-
-class StreamGap(ArchiveError):
-    """Entries after the floor's checkpoint left the stream before the floor took them.
-
-    ``after``/``upto`` bound the lost ids (``after`` < id <= ``upto``), ``count`` is how
-    many (``None``: unknown). The gap is recorded in the floor; nothing is trimmed until
-    :meth:`Driver.acknowledge_gap` accepts it.
-    """
-
-    def __init__(self, gap: Gap) -> None:
-        count = "an unknown number of" if gap.count is None else str(gap.count)
-        super().__init__(
-            f"the outcome stream of {gap.queue!r} lost {count} entries after the floor's "
-            f"checkpoint {gap.after} (ids up to {gap.upto}) before they were folded: "
-            "trimmed or deleted outside the archive. Nothing is folded or trimmed until an "
-            "operator acknowledges the gap (Driver.acknowledge_gap / emq archive ack-gap)."
-        )
-        self.gap = gap
-        self.queue, self.after, self.upto, self.count = gap.queue, gap.after, gap.upto, gap.count
 
 
 @dataclass(frozen=True, slots=True)

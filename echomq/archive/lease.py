@@ -17,22 +17,10 @@ from importlib import resources
 import redis
 from redis.commands.core import Script
 
-from echomq.errors import ArchiveError, LeaseHeld
+from echomq.errors import ArchiveError, LeaseHeld, LeaseLost, NotArchiveOfRecord, NotDeclared
 from echomq.queue.keys import Keys
 
 POLL_S = 0.05
-
-
-class LeaseLost(ArchiveError):
-    """Our lease lapsed or was taken over mid-fold: we stop before trimming anything."""
-
-
-class NotDeclared(ArchiveError):
-    """The queue's stream is not declared; the archive never trims it."""
-
-
-class NotArchiveOfRecord(ArchiveError):
-    """The stream's archive of record is one this driver does not write: it never trims."""
 
 
 SCRIPTS = ("acquire-1", "renew-1", "release-1", "trim-3")

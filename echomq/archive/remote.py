@@ -36,30 +36,20 @@ from echomq.archive.slices import (
     decode_slice,
     parse_slice_name,
 )
-from echomq.errors import ArchiveError, ChecksumMismatch, RemoteUnavailable
+from echomq.errors import (
+    ChecksumMismatch,
+    RemoteUnavailable,
+)
+from echomq.errors import ManifestConflict as ManifestConflict
+from echomq.errors import ManifestCorrupt as ManifestCorrupt
+from echomq.errors import RemoteRefused as RemoteRefused
+from echomq.errors import UploadUnconfirmed as UploadUnconfirmed
 
 T = TypeVar("T")
 _session_lock = threading.Lock()
 _session: boto3.session.Session | None = None
 _RETRY_CODES = {"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout",
                 "Throttling", "ThrottlingException", "RequestTimeTooSkewed"}
-
-
-class RemoteRefused(RemoteUnavailable):
-    """The store answered, but refused (credentials, permissions, a missing bucket)."""
-
-
-class UploadUnconfirmed(RemoteRefused):
-    """The store accepted an upload, but the object is not there as sent; nothing that
-    relies on it is trimmed."""
-
-
-class ManifestConflict(ArchiveError):
-    """The manifest moved under us, or the update would move it backwards."""
-
-
-class ManifestCorrupt(ArchiveError):
-    """The manifest cannot be read: not JSON, an unknown or older format, or inconsistent."""
 
 
 MANIFEST_FORMAT = "emq-manifest/2"

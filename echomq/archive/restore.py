@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from echomq.archive.entries import id_lt
 from echomq.archive.floor import Floor
 from echomq.archive.slices import GENESIS, ZERO_ID, ChainBroken, SliceContent, SliceRef
+from echomq.errors import ManifestMissing as ManifestMissing
 from echomq.errors import MissingSlice
 
 if TYPE_CHECKING:
@@ -34,11 +35,6 @@ if TYPE_CHECKING:
 
 Tick = Callable[[int], None]
 PREFETCH = 2
-
-
-class ManifestMissing(MissingSlice):
-    """The bucket holds slices of a queue but no manifest: its newest history may have been
-    cut. Restore from the chain alone only when asked (``rebuild_manifest=True``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,16 +30,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from echomq.archive.remote import S3Remote
-from echomq.errors import ArchiveError
+from echomq.errors import LauncherError as LauncherError
 from echomq.queue.embedded import free_port
 
 START_TIMEOUT_S = 60.0
 DEFAULT_ACCESS_KEY = "emqdev"
 DEFAULT_SECRET_KEY = "emqdev-secret-key"
-
-
-class LauncherError(ArchiveError):
-    """A local S3 endpoint could not be started."""
 
 
 def weed_binary() -> str:
