@@ -40,7 +40,7 @@ def test_every_exception_class_lives_in_errors_and_derives_from_echomq_error() -
     classes = exception_classes()
     elsewhere = sorted(name for name, cls in classes.items() if cls.__module__ != errors.__name__)
     assert not elsewhere, f"exception classes defined outside echomq/errors.py: {elsewhere}"
-    strays = sorted(name for name, cls in classes.items() if not issubclass(cls, echomq.EchoMQError))
+    strays = sorted(n for n, cls in classes.items() if not issubclass(cls, echomq.EchoMQError))
     assert not strays, f"exception classes not under EchoMQError: {strays}"
 
 
