@@ -4,14 +4,6 @@
 :class:`Floor`, and ``restore`` a floor on a fresh machine from the remote alone.
 """
 
-from echomq.archive.declared import (
-    archive_of_record,
-    declare,
-    declared_queues,
-    is_declared,
-    record_address,
-    undeclare,
-)
 from echomq.archive.driver import CRASH_POINTS, Driver, FoldReport, fold_declared
 from echomq.archive.entries import ArchivedEntry, Outcome, QuarantinedEntry
 from echomq.archive.floor import Audit, Floor, FloorStatus, Gap
@@ -34,6 +26,14 @@ from echomq.errors import (
     StreamGap,
     StreamRewound,
     UploadUnconfirmed,
+)
+from echomq.queue.declared import (
+    archive_of_record,
+    declare,
+    declared_queues,
+    is_declared,
+    record_address,
+    undeclare,
 )
 
 __all__ = [

@@ -12,7 +12,7 @@ Two more guards stand before every trim. The stream is checked for entries lost 
 floor's checkpoint (trimmed or deleted by someone else): such a fold stops with
 :class:`StreamGap`, records the gap in the floor and trims nothing until an operator
 acknowledges it (:meth:`Driver.acknowledge_gap`). And only a driver that writes to the
-stream's archive of record trims (see :mod:`echomq.archive.declared`); any other folds
+stream's archive of record trims (see :mod:`echomq.queue.declared`); any other folds
 into its floor and reports ``trim_refused``.
 """
 
@@ -31,13 +31,6 @@ from typing import Any
 
 import redis
 
-from echomq.archive.declared import (
-    archive_of_record,
-    client,
-    declared_queues,
-    is_declared,
-    record_address,
-)
 from echomq.archive.entries import MAX_U64, entry_line, id_after, id_key, id_lt, parse_stream_id
 from echomq.archive.floor import Floor, Gap, GapBaseline
 from echomq.archive.lease import FoldLease
@@ -54,6 +47,13 @@ from echomq.errors import (
 from echomq.errors import RemoteConflict as RemoteConflict
 from echomq.errors import StreamGap as StreamGap
 from echomq.errors import StreamRewound as StreamRewound
+from echomq.queue.connection import Connection
+from echomq.queue.declared import (
+    archive_of_record,
+    declared_queues,
+    is_declared,
+    record_address,
+)
 from echomq.queue.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -122,7 +122,7 @@ class Driver:
 
     def __init__(
         self,
-        conn: object,
+        conn: Connection,
         floor: Floor | str | os.PathLike[str],
         remote: Remote | None = None,
         *,
@@ -137,7 +137,8 @@ class Driver:
                             ("lease_ms", lease_ms)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise InvalidArgument(f"{name} must be a positive integer, got {value!r}")
-        self.redis = client(conn)
+        self.conn = conn
+        self.redis = conn.redis
         # The same pool, minus redis-py's per-entry reply parsing: XRANGE is the hot read.
         self._raw: redis.Redis | None = None
         if isinstance(self.redis, redis.Redis):  # a cluster client keeps the parsed path
@@ -180,7 +181,7 @@ class Driver:
         tally = _Tally(queue)
         try:
             with self._folding:
-                if not is_declared(self.redis, queue):
+                if not is_declared(self.conn, queue):
                     raise NotDeclared(f"the outcome stream of {queue!r} is not declared; "
                                       "declare it before archiving (it is never trimmed "
                                       "otherwise)")
@@ -226,7 +227,7 @@ class Driver:
         """Fold every declared queue once; a queue that fails is reported with ``error``
         set (and logged) and the others still fold."""
         reports: dict[str, FoldReport] = {}
-        for queue in declared_queues(self.redis):
+        for queue in declared_queues(self.conn):
             try:
                 reports[queue] = self.fold(queue)
             except ArchiveError as exc:
@@ -430,7 +431,7 @@ class Driver:
         try:
             tally.counts["trimmed"] += lease.trim(id_after(safe), writes, also)
         except NotArchiveOfRecord:
-            self._refuse_trim(queue, tally, archive_of_record(self.redis, queue))
+            self._refuse_trim(queue, tally, archive_of_record(self.conn, queue))
             return
         self.floor.record_trim(queue, safe)
         self._at("after_trim")
@@ -449,7 +450,7 @@ class Driver:
         the fenced trim checks again). Unset: the trim claims it."""
         if not tally.record_checked:
             tally.record_checked = True
-            record = archive_of_record(self.redis, queue)
+            record = archive_of_record(self.conn, queue)
             if record is not None and record not in self._archives():
                 self._refuse_trim(queue, tally, record)
         return tally.trim_refused is None
@@ -549,7 +550,7 @@ def _find_loss(info: dict[str, Any], base: GapBaseline) -> tuple[str, int | None
     return max(bounds, key=id_key), missing
 
 
-def fold_declared(conn: object, floor: Floor | str | os.PathLike[str],
+def fold_declared(conn: Connection, floor: Floor | str | os.PathLike[str],
                   remote: Remote | None = None, **options: object) -> dict[str, FoldReport]:
     """Fold every declared queue once (the scheduler's job). A queue that fails is
     reported with ``error`` set and the others still fold."""

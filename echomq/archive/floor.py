@@ -476,6 +476,10 @@ class Floor(LmdbStore):
 
     # -- gaps: entries lost before the floor took them ------------------------------------
 
+    def record_address(self) -> str:
+        """How a declaration names this floor as an archive of record."""
+        return f"floor:{self.identity()}"
+
     def identity(self) -> str:
         """This floor's own id (made once, kept in the floor): how an archive of record
         names a floor, wherever its directory is mounted."""

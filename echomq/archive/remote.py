@@ -147,6 +147,9 @@ class Remote(Protocol):
     def address(self, name: str) -> str:
         """A human address of an object, for error messages."""
 
+    def record_address(self) -> str:
+        """How a declaration names this store as an archive of record."""
+
 
 class S3Remote:
     """A :class:`Remote` on any S3-compatible store, through boto3.
@@ -210,6 +213,10 @@ class S3Remote:
 
     def address(self, name: str) -> str:
         return f"s3://{self.bucket}/{self.prefix}{name}"
+
+    def record_address(self) -> str:
+        where = f" at {self.endpoint_url}" if self.endpoint_url else ""
+        return self.address("") + where
 
     def _call(self, what: str, fn: Callable[..., T], **kwargs: Any) -> T:
         """One request with bounded retries; a ClientError that is not transient passes."""
