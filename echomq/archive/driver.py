@@ -26,19 +26,21 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import redis
 
 from echomq.archive.entries import MAX_U64, entry_line, id_after, id_key, id_lt, parse_stream_id
 from echomq.archive.floor import Floor, Gap, GapBaseline
-from echomq.archive.lease import FoldLease
+from echomq.archive.fold_lease import FoldLease
 from echomq.archive.remote import Manifest, ManifestConflict, Remote
+from echomq.archive.report import ArchiveReport
 from echomq.archive.restore import pull
 from echomq.archive.slices import ZERO_ID, RawItem, SliceContent, build_slice, decode_slice
 from echomq.errors import (
     ArchiveError,
+    ConnectionFailed,
     InvalidArgument,
     NotArchiveOfRecord,
     NotDeclared,
@@ -57,6 +59,8 @@ from echomq.queue.declared import (
 from echomq.queue.keys import Keys
 
 log = logging.getLogger(__name__)
+_REDIS_FAILED = (redis.RedisError, ConnectionFailed)
+"""A Redis failure: a raw client's, or one the executor (the fold lease's scripts) named."""
 
 CRASH_POINTS = ("after_floor_commit", "during_upload", "before_manifest", "after_upload",
                 "before_trim", "after_trim")
@@ -77,14 +81,10 @@ def _quiet_gc() -> Iterator[None]:
             gc.enable()
 
 
-@dataclass(frozen=True, slots=True)
-class FoldReport:
+@dataclass(slots=True)
+class FoldReport(ArchiveReport):
     """What one fold did. ``entries`` counts every new stream entry, quarantined included."""
 
-    queue: str
-    entries: int = 0
-    quarantined: int = 0
-    slices: int = 0
     uploaded: int = 0
     pulled: int = 0
     trimmed: int = 0
@@ -92,9 +92,6 @@ class FoldReport:
     seconds: float = 0.0
     error: str | None = None
     trim_refused: str | None = None
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 class _Tally:
@@ -186,13 +183,13 @@ class Driver:
                                       "declare it before archiving (it is never trimmed "
                                       "otherwise)")
                 lease = FoldLease(self.redis, queue, self.lease_ms, self.wait_ms,
-                                  token=self._lease_token).acquire()
+                                  token=self._lease_token, url=self.conn.url).acquire()
                 try:
                     self._fold_slices(keys, queue, lease, tally)
                 finally:
-                    with suppress(redis.RedisError):  # never mask the fold's own error
+                    with suppress(*_REDIS_FAILED):  # never mask the fold's own error
                         lease.release()
-        except redis.RedisError as exc:
+        except _REDIS_FAILED as exc:
             error = StreamUnavailable(f"the Redis server failed while folding {queue!r} "
                                       f"(nothing unsafe was trimmed): {exc}")
             error.report = tally.freeze(self._checkpoint_or_unknown(queue), repr(error))  # type: ignore[attr-defined]
