@@ -2,8 +2,8 @@
 launchers do not belong in the archive); this name stays for the code and tests that
 import it."""
 
+from echomq.errors import LauncherError
 from echomq.servers.moto import MotoS3
-from echomq.servers.process import LauncherError
 from echomq.servers.seaweed import (
     DEFAULT_ACCESS_KEY,
     DEFAULT_SECRET_KEY,

@@ -22,7 +22,6 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from echomq.archive.declared import declare, declared_queues, undeclare
 from echomq.archive.driver import Driver, FoldReport
 from echomq.archive.entries import Outcome, iter_jsonl
 from echomq.archive.floor import Floor, Gap
@@ -30,6 +29,7 @@ from echomq.archive.restore import restore, verify
 from echomq.cli.app import connect
 from echomq.cli.remote import RemoteSettings, remote_options
 from echomq.errors import EchoMQError
+from echomq.queue.declared import declare, declared_queues, undeclare
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_FLOOR = "./.echomq/floor"

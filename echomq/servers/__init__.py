@@ -11,8 +11,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from echomq.errors import LauncherError
     from echomq.servers.moto import MotoS3
-    from echomq.servers.process import LauncherError, ServerProcess, free_port, pid_alive
+    from echomq.servers.process import ServerProcess, free_port, pid_alive
     from echomq.servers.seaweed import SeaweedS3
     from echomq.servers.shared import ServerInfo, SharedValkey
     from echomq.servers.valkey import EmbeddedValkey
@@ -24,7 +25,7 @@ _HOMES = {
     "SeaweedS3": "echomq.servers.seaweed",
     "MotoS3": "echomq.servers.moto",
     "ServerProcess": "echomq.servers.process",
-    "LauncherError": "echomq.servers.process",
+    "LauncherError": "echomq.errors",
     "free_port": "echomq.servers.process",
     "pid_alive": "echomq.servers.process",
 }

@@ -23,13 +23,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Self
 
-from echomq.errors import ArchiveError, EchoMQError
+from echomq.errors import EchoMQError, LauncherError
 
 _PR_SET_PDEATHSIG = 1
-
-
-class LauncherError(ArchiveError):
-    """A local S3 endpoint could not be started."""
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -20,7 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from echomq.servers.process import LauncherError, free_port, run_in_foreground
+from echomq.errors import LauncherError
+from echomq.servers.process import free_port, run_in_foreground
 from echomq.servers.s3 import S3Process
 
 DEFAULT_ACCESS_KEY = "emqdev"
