@@ -52,6 +52,23 @@ def per_job_errors(verb: str, job_ids: Sequence[str], codes: Sequence[Any]
     return out
 
 
+# -- add ----------------------------------------------------------------------------
+
+
+def add_call(keys: Keys, options: Sequence[str | int], jobs: Sequence[tuple[str, str]]) -> Call:
+    """add.lua: enqueue ``(id or "", payload JSON)`` pairs with the same options; its
+    reply is one id per job (an existing id for an idempotent add)."""
+    args: list[str | int] = [keys.base, *options]
+    for job_id, body in jobs:
+        args += [job_id, body]
+    return ("add", [keys.pending, keys.scheduled], args)
+
+
+def added(reply: Any) -> list[str]:
+    """add's reply: the ids, in the call's order."""
+    return [str(i) for i in reply]
+
+
 # -- claim --------------------------------------------------------------------------
 
 
