@@ -107,27 +107,30 @@ class Consumer:
         self.record = record
         self.auto_extend = auto_extend
 
-        self._held = Held(conn, queue)
-        self._work: stdlib_queue.SimpleQueue[Any] = stdlib_queue.SimpleQueue()
-        self._claims = ClaimLoop(
-            conn, self.keys, self._held, self._work, concurrency=self.concurrency,
-            lease_ms=self.lease_ms, batch_size=self.batch_size, prefetch=self.prefetch,
-            poll_s=self.poll_s)
-        self._settler = Settler(
-            conn, self.keys, record=record, keep_completed=keep_completed,
-            backoff_ms=validate.positive_int(backoff_ms, "backoff_ms"),
-            backoff_cap_ms=validate.positive_int(backoff_cap_ms, "backoff_cap_ms"),
-            held=self._held, on_crash=self._crash,
-        )
-        self._beat = Beat(conn, self.keys, self._held, lease_ms=self.lease_ms,
-                          auto_extend=auto_extend, recovery=recovery,
-                          max_stalled=self.max_stalled)
+        self._assemble(keep_completed, validate.positive_int(backoff_ms, "backoff_ms"),
+                       validate.positive_int(backoff_cap_ms, "backoff_cap_ms"))
         self._stop = threading.Event()
         self._force = threading.Event()
         self._threads: list[threading.Thread] = []
         self._pubsub: Any = None
         self._pubsub_thread: Any = None
         self._crashed: ConsumerCrashed | None = None
+
+    def _assemble(self, keep_completed: int, backoff_ms: int, backoff_cap_ms: int) -> None:
+        """Build the parts that share the ``Held`` ledger: claim loop, settler, beat."""
+        self._held = Held(self.conn, self.queue)
+        self._work: stdlib_queue.SimpleQueue[Any] = stdlib_queue.SimpleQueue()
+        self._claims = ClaimLoop(
+            self.conn, self.keys, self._held, self._work, concurrency=self.concurrency,
+            lease_ms=self.lease_ms, batch_size=self.batch_size, prefetch=self.prefetch,
+            poll_s=self.poll_s)
+        self._settler = Settler(
+            self.conn, self.keys, record=self.record, keep_completed=keep_completed,
+            backoff_ms=backoff_ms, backoff_cap_ms=backoff_cap_ms, held=self._held,
+            on_crash=self._crash)
+        self._beat = Beat(self.conn, self.keys, self._held, lease_ms=self.lease_ms,
+                          auto_extend=self.auto_extend, recovery=self.recovery,
+                          max_stalled=self.max_stalled)
 
     @property
     def processed(self) -> int:
