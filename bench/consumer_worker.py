@@ -9,7 +9,7 @@ import threading
 import time
 
 import echomq
-from echomq.jobs.consumer import Consumer
+from echomq.worker.consumer import Consumer
 
 
 def main() -> None:

@@ -26,7 +26,6 @@ from echomq.errors import (
     StaleToken,
     StreamUnavailable,
 )
-from echomq.jobs.consumer import Consumer
 from echomq.jobs.lease import extend_lock, reap
 from echomq.jobs.settle import complete, complete_many, fail, release_many, remove_job
 from echomq.jobs.stalled import stalled_check
@@ -36,6 +35,7 @@ from echomq.queue.claim import claim
 from echomq.queue.connection import Connection, connect
 from echomq.queue.enqueue import add, add_many
 from echomq.queue.events import publish
+from echomq.worker.consumer import Consumer
 
 if TYPE_CHECKING:
     from echomq import archive

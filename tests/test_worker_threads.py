@@ -15,10 +15,11 @@ import redis
 from helpers import wait_until
 
 import echomq
-from echomq.jobs import consumer as consumer_module
-from echomq.jobs import settler as settler_module
 from echomq.jobs.consumer import Consumer
+from echomq.queue import transitions
 from echomq.queue.connection import Connection
+from echomq.worker import beat as beat_module
+from echomq.worker import consumer as consumer_module
 
 
 def deep_list(depth: int) -> list[Any]:
@@ -140,14 +141,14 @@ def _break_settler(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("injected into the settler")
 
-    monkeypatch.setattr(settler_module, "complete_call", broken)
+    monkeypatch.setattr(transitions, "complete_call", broken)
 
 
 def _break_beat(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*args: Any) -> Any:
         raise RuntimeError("injected into the beat")
 
-    monkeypatch.setattr(consumer_module, "reap", broken)
+    monkeypatch.setattr(beat_module, "reap", broken)
 
 
 @pytest.mark.parametrize("thread, breaker", [
@@ -182,7 +183,7 @@ def test_an_unexpected_claim_loop_error_is_raised_by_run(
     def broken(*args: Any) -> Any:
         raise RuntimeError("injected into the claim loop")
 
-    monkeypatch.setattr(consumer_module, "claim_call", broken)
+    monkeypatch.setattr(transitions, "claim_call", broken)
     echomq.add(conn, queue, {})
     r = start(running, conn, queue, lambda job: "ok")
     r.thread.join(15)

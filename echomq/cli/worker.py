@@ -13,7 +13,7 @@ import click
 
 from echomq.cli.app import connect
 from echomq.cli.remote import RemoteSettings, remote_options
-from echomq.jobs.consumer import Consumer
+from echomq.worker import Consumer
 
 
 def load_handler(path: str) -> Callable[..., Any]:

@@ -1,4 +1,4 @@
-"""The lease: extend_lock checkpoints it, reap collects lapsed ones.
+"""The job's lease: extend_lock checkpoints it, reap collects lapsed ones.
 
 The lease is the active set's score (ms, server clock); there is no separate
 lock to refresh.
@@ -7,13 +7,12 @@ lock to refresh.
 from __future__ import annotations
 
 from echomq.errors import InvalidArgument
-from echomq.queue import validate
+from echomq.queue import transitions, validate
 from echomq.queue.connection import Connection
-from echomq.queue.executors import Call
 from echomq.queue.keys import Keys
-from echomq.queue.replies import raise_for_code
+from echomq.queue.transitions import REAP_BATCH
 
-REAP_BATCH = 1000
+__all__ = ["REAP_BATCH", "extend_lock", "reap"]
 
 
 def extend_lock(conn: Connection, queue: str, job_id: str, token: int, lease_ms: int) -> None:
@@ -26,21 +25,18 @@ def extend_lock(conn: Connection, queue: str, job_id: str, token: int, lease_ms:
     validate.positive_int(lease_ms, "lease_ms")
     if isinstance(token, bool) or not isinstance(token, int):
         raise InvalidArgument(f"token must be an int, got {token!r}")
-    code = int(conn.executor.run(*extend_call(Keys(queue), job_id, token, lease_ms)))
-    raise_for_code(code, job_id, "extend_lock")
-
-
-def extend_call(keys: Keys, job_id: str, token: int, lease_ms: int) -> Call:
-    """The ``extend_lock`` transition (extend_lock.lua's KEYS and ARGV)."""
-    return ("extend_lock", [keys.active, keys.job(job_id)], [job_id, token, lease_ms])
+    reply = conn.executor.run(*transitions.extend_call(Keys(queue), job_id, token, lease_ms))
+    error = transitions.extended(reply, job_id)
+    if error is not None:
+        raise error
 
 
 def reap(conn: Connection, queue: str) -> list[str]:
     """Return every lapsed lease to pending once, with no count; the ids returned."""
-    keys = Keys(queue)
+    call = transitions.reap_call(Keys(queue))
     back: list[str] = []
     while True:
-        batch = conn.executor.run("reap", [keys.active, keys.pending], [keys.base, REAP_BATCH])
+        batch = conn.executor.run(*call)
         back.extend(batch)
         if len(batch) < REAP_BATCH:
             return back

@@ -12,7 +12,7 @@ import threading
 
 from echomq.errors import LaneNotNative
 from echomq.models import StalledSweep
-from echomq.queue import validate
+from echomq.queue import transitions, validate
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
 
@@ -32,11 +32,8 @@ def stalled_check(
     """Run ONE sweep over at most ``limit`` lapsed leases."""
     validate.positive_int(max_stalled, "max_stalled")
     validate.positive_int(limit, "limit")
-    keys = Keys(queue)
-    recovered, dead = conn.executor.run(
-        "stalled_check", [keys.active, keys.pending, keys.dead], [keys.base, max_stalled, limit]
-    )
-    return StalledSweep(recovered=list(recovered), dead=list(dead))
+    call = transitions.stalled_call(Keys(queue), max_stalled, limit)
+    return transitions.swept(conn.executor.run(*call))
 
 
 def sweep_stalled(

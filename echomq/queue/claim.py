@@ -6,9 +6,8 @@ import json
 
 from echomq.errors import InvalidArgument
 from echomq.models import ClaimedJob
-from echomq.queue import validate
+from echomq.queue import transitions, validate
 from echomq.queue.connection import Connection
-from echomq.queue.executors import Call
 from echomq.queue.keys import Keys
 
 DEFAULT_LEASE_MS = 30_000
@@ -28,16 +27,9 @@ def claim(
     validate.positive_int(count, "count")
     if count > MAX_CLAIM:
         raise InvalidArgument(f"count must be at most {MAX_CLAIM}, got {count}")
-    flat = conn.executor.run(*claim_call(Keys(queue), lease_ms, count))
+    flat = conn.executor.run(*transitions.claim_call(Keys(queue), lease_ms, count))
     if not flat:
         return []
     deadline = int(flat[0])
-    return [
-        ClaimedJob(flat[i], int(flat[i + 1]), json.loads(flat[i + 2]), deadline)
-        for i in range(1, len(flat), 3)
-    ]
-
-
-def claim_call(keys: Keys, lease_ms: int, count: int) -> Call:
-    """The ``claim`` transition (claim.lua's KEYS and ARGV); its reply is a flat list."""
-    return ("claim", [keys.pending, keys.scheduled, keys.active], [keys.base, lease_ms, count])
+    return [ClaimedJob(job_id, token, json.loads(raw), deadline)
+            for job_id, token, raw in transitions.claimed(flat)]

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from echomq.errors import InvalidArgument
-from echomq.queue import validate
+from echomq.queue import transitions, validate
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys, check_name
 
@@ -52,10 +52,8 @@ def add(
         keys.job(job_id)  # the gate, before the wire
     options = _options(delay_ms, priority, max_attempts, group, name)
     body = validate.payload_json(payload, conn.payload_limit)
-    ids = conn.executor.run(
-        "add", [keys.pending, keys.scheduled], [keys.base, *options, job_id or "", body]
-    )
-    return str(ids[0])
+    call = transitions.add_call(keys, options, [(job_id or "", body)])
+    return transitions.added(conn.executor.run(*call))[0]
 
 
 def add_many(
@@ -84,9 +82,7 @@ def add_many(
         raise InvalidArgument("job_ids and payloads must have the same length")
     out: list[str] = []
     for start in range(0, len(bodies), BATCH):
-        args: list[str | int] = [keys.base, *options]
-        for offset, body in enumerate(bodies[start : start + BATCH]):
-            args.append(ids_in[start + offset] if ids_in else "")
-            args.append(body)
-        out.extend(str(i) for i in conn.executor.run("add", [keys.pending, keys.scheduled], args))
+        jobs = [(ids_in[start + offset] if ids_in else "", body)
+                for offset, body in enumerate(bodies[start : start + BATCH])]
+        out.extend(transitions.added(conn.executor.run(*transitions.add_call(keys, options, jobs))))
     return out

@@ -1,11 +1,12 @@
 """The settler: turns finished handler runs into settle calls, many per round trip.
 
-Handlers drop their ``Outcome`` in the settler's inbox and go back to work; the
+Handlers drop their ``HandlerOutcome`` in the settler's inbox and go back to work; the
 settler thread drains the inbox and sends one ``complete`` call for every
 completion and cancellation plus one ``fail`` call per failure, all in ONE
 pipeline. It runs beside the claim loop, so claiming and settling overlap.
 A server that does not answer (lost, timed out) is retried with backoff; any
-other exception ends the thread through ``on_crash``, never silently.
+other exception ends the thread through ``on_crash``, never silently. A settled
+job is let go of through the Consumer's ``Held`` ledger.
 """
 
 from __future__ import annotations
@@ -20,15 +21,16 @@ from typing import Any
 import redis
 
 from echomq.errors import ConnectionFailed
-from echomq.jobs.handler import JobContext, Outcome
-from echomq.jobs.settle import Settlement, complete_call, fail_call
+from echomq.queue import transitions
 from echomq.queue.connection import Connection
 from echomq.queue.executors import Call
 from echomq.queue.keys import Keys
+from echomq.queue.transitions import Settlement
+from echomq.worker.context import HandlerOutcome
+from echomq.worker.held import STOP, Held
 
 log = logging.getLogger("echomq.consumer")
 
-_STOP = object()
 MAX_PER_CALL = 1000
 """Settlements per complete call, the limit complete.lua documents."""
 
@@ -45,7 +47,7 @@ class Settler:
         keep_completed: int,
         backoff_ms: int,
         backoff_cap_ms: int,
-        forget: Callable[[JobContext], None],
+        held: Held,
         on_crash: Callable[[str, BaseException], None],
     ) -> None:
         self.conn = conn
@@ -54,7 +56,7 @@ class Settler:
         self.keep_completed = keep_completed
         self.backoff_ms = backoff_ms
         self.backoff_cap_ms = backoff_cap_ms
-        self.forget = forget
+        self.held = held
         self.on_crash = on_crash
         self.inbox: stdlib_queue.SimpleQueue[Any] = stdlib_queue.SimpleQueue()
         self.completed = 0
@@ -84,7 +86,7 @@ class Settler:
         """Settle what is in the inbox, then end. ``give_up`` stops retrying a lost server."""
         if give_up:
             self._give_up.set()
-        self.inbox.put(_STOP)
+        self.inbox.put(STOP)
         self._thread.join(timeout)
 
     def _run(self) -> None:
@@ -100,15 +102,15 @@ class Settler:
         except Exception as exc:  # noqa: BLE001 - reported, and the Consumer goes down
             self.on_crash(self._thread.name, exc)
 
-    def _take(self) -> tuple[list[Outcome], list[threading.Event], bool]:
+    def _take(self) -> tuple[list[HandlerOutcome], list[threading.Event], bool]:
         """The next batch in arrival order: outcomes, flush markers, and whether the
         stop came. Blocks for the first item only."""
-        batch: list[Outcome] = []
+        batch: list[HandlerOutcome] = []
         markers: list[threading.Event] = []
         stopping = False
         item = self.inbox.get()
         while True:
-            if item is _STOP:
+            if item is STOP:
                 stopping = True
             elif isinstance(item, threading.Event):
                 markers.append(item)
@@ -122,13 +124,13 @@ class Settler:
                 break
         return batch, markers, stopping
 
-    def _settle(self, batch: list[Outcome]) -> None:
+    def _settle(self, batch: list[HandlerOutcome]) -> None:
         """Send the batch; on a lost server, retry with backoff (the leases keep the jobs
         safe meanwhile) until it answers or the Consumer gives up."""
         for o in batch:
             if o.kind == "lost":
                 log.warning("job %s stopped: lease lost (%s)", o.job.id, o.text)
-                self.forget(o.job)
+                self.held.let_go(o.job)
         batch = [o for o in batch if o.kind != "lost"]
         if not batch:
             return
@@ -144,7 +146,7 @@ class Settler:
                 if self._give_up.is_set():
                     log.warning("could not settle %d job(s): %s", len(batch), exc)
                     for o in batch:
-                        self.forget(o.job)
+                        self.held.let_go(o.job)
                     return
                 log.warning("server unreachable while settling (%s); retrying in %.1fs",
                             exc, delay)
@@ -152,37 +154,45 @@ class Settler:
                 delay = min(5.0, delay * 2)
         self._account(completes, fails, replies)
 
-    def _calls(self, completes: list[Outcome], fails: list[Outcome]) -> list[Call]:
+    def _calls(self, completes: list[HandlerOutcome], fails: list[HandlerOutcome]
+               ) -> list[Call]:
         calls: list[Call] = []
         if completes:
-            settlements = [Settlement(o.job.id, o.job.token, o.kind, o.text)  # type: ignore[arg-type]
-                           for o in completes]
-            calls.append(complete_call(self.keys, settlements, self.record, self.keep_completed))
+            settlements = [Settlement(o.job.id, o.job.token,
+                                      "cancelled" if o.kind == "cancelled" else "completed",
+                                      o.text) for o in completes]
+            calls.append(transitions.complete_call(self.keys, settlements, self.record,
+                                                   self.keep_completed))
         for o in fails:
-            calls.append(fail_call(self.keys, o.job.id, o.job.token, o.text,
-                                   backoff_ms=self.backoff_ms,
-                                   backoff_cap_ms=self.backoff_cap_ms, record=self.record,
-                                   retry=o.kind != "rejected"))
+            calls.append(transitions.fail_call(
+                self.keys, o.job.id, o.job.token, o.text, backoff_ms=self.backoff_ms,
+                backoff_cap_ms=self.backoff_cap_ms, record=self.record,
+                retry=o.kind != "rejected"))
         return calls
 
-    def _account(self, completes: list[Outcome], fails: list[Outcome], replies: list[Any]) -> None:
+    def _account(self, completes: list[HandlerOutcome], fails: list[HandlerOutcome],
+                 replies: list[Any]) -> None:
         if completes:
-            codes = replies.pop(0)
-            if isinstance(codes, Exception):
-                log.error("complete failed for %d job(s): %s", len(completes), codes)
-                codes = [0] * len(completes)
-            for o, code in zip(completes, codes, strict=True):
-                if int(code) == 1:
-                    self.completed += 1
-                else:
-                    log.warning("job %s finished after its lease was lost (code %s); "
-                                "its result was not recorded", o.job.id, code)
-                self.forget(o.job)
+            self._account_completes(completes, replies.pop(0))
         for o, reply in zip(fails, replies, strict=True):
-            if isinstance(reply, Exception) or int(reply) < 0:
-                log.warning("job %s failed after its lease was lost: %s", o.job.id, reply)
+            verdict = transitions.failed(reply, o.job.id)
+            if isinstance(verdict, BaseException):
+                log.warning("job %s failed after its lease was lost: %s", o.job.id, verdict)
             else:
-                log.info("job %s failed (%s): %s", o.job.id,
-                         "retrying" if reply == 1 else "dead", o.text.splitlines()[0])
+                log.info("job %s failed (%s): %s", o.job.id, verdict, o.text.splitlines()[0])
                 self.failed += 1
-            self.forget(o.job)
+            self.held.let_go(o.job)
+
+    def _account_completes(self, completes: list[HandlerOutcome], reply: Any) -> None:
+        if isinstance(reply, Exception):
+            log.error("complete failed for %d job(s): %s", len(completes), reply)
+            errors: list[Any] = [reply] * len(completes)
+        else:
+            errors = list(transitions.completed([o.job.id for o in completes], reply))
+        for o, error in zip(completes, errors, strict=True):
+            if error is None:
+                self.completed += 1
+            else:
+                log.warning("job %s finished after its lease was lost (%s); "
+                            "its result was not recorded", o.job.id, error)
+            self.held.let_go(o.job)

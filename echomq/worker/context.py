@@ -1,4 +1,4 @@
-"""What a handler sees (``JobContext``) and how its answer becomes an outcome.
+"""What a handler sees (``JobContext``) and how its answer becomes a ``HandlerOutcome``.
 
 Runs on the handler's own thread: the outcome (result JSON, or the traceback's
 last lines) is computed there, so the Consumer's loop only ships it.
@@ -11,16 +11,16 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from echomq.errors import InvalidArgument, JobGone, NotActive, StaleToken
+from echomq.errors import InvalidArgument
 from echomq.jobs import cancel as cancel_tokens
 from echomq.jobs.lease import extend_lock
-from echomq.jobs.settle import DEFAULT_RESULT_LIMIT, cancelled_result, error_text, result_text
+from echomq.jobs.texts import DEFAULT_RESULT_LIMIT, cancelled_result, error_text, result_text
 from echomq.models import CancelVerdict
+from echomq.queue.transitions import LEASE_LOST
 
 if TYPE_CHECKING:
     from echomq.queue.connection import Connection
 
-LEASE_LOST = (StaleToken, NotActive, JobGone)
 _UNDECODED = object()
 
 
@@ -90,7 +90,7 @@ Kind = Literal["completed", "cancelled", "failed", "rejected", "lost"]
 stored), dead-lettered at once."""
 
 
-class Outcome:
+class HandlerOutcome:
     """How one run ended: the kind, and the result or error text to store."""
 
     __slots__ = ("job", "kind", "text")
@@ -104,29 +104,29 @@ class Outcome:
 def execute(
     handler: Callable[[JobContext], Any], job: JobContext,
     result_limit: int = DEFAULT_RESULT_LIMIT,
-) -> Outcome:
+) -> HandlerOutcome:
     """Run the handler once and classify its answer; never raises."""
     try:
         value = handler(job)
     except cancel_tokens.CancelledError as exc:
-        return Outcome(job, "cancelled", cancelled_result(exc.reason))
+        return HandlerOutcome(job, "cancelled", cancelled_result(exc.reason))
     except LEASE_LOST as exc:
-        return Outcome(job, "lost", str(exc))
+        return HandlerOutcome(job, "lost", str(exc))
     except BaseException as exc:  # noqa: BLE001 - a handler's failure is the job's, not ours
-        return Outcome(job, "failed", error_text(exc))
+        return HandlerOutcome(job, "failed", error_text(exc))
     return classify(job, value, result_limit)
 
 
-def classify(job: JobContext, value: Any, result_limit: int) -> Outcome:
+def classify(job: JobContext, value: Any, result_limit: int) -> HandlerOutcome:
     """A handler's return value as the outcome to settle; never raises. A value that
     cannot be stored is ``rejected``: every retry would return it again."""
     try:
         if value is None:
-            return Outcome(job, "completed", "null")
+            return HandlerOutcome(job, "completed", "null")
         if isinstance(value, CancelVerdict):
-            return Outcome(job, "cancelled", cancelled_result(value.reason))
-        return Outcome(job, "completed", result_text(value, result_limit))
+            return HandlerOutcome(job, "cancelled", cancelled_result(value.reason))
+        return HandlerOutcome(job, "completed", result_text(value, result_limit))
     except InvalidArgument as exc:
-        return Outcome(job, "rejected", f"result not storable: {exc}")
+        return HandlerOutcome(job, "rejected", f"result not storable: {exc}")
     except Exception as exc:  # noqa: BLE001 - e.g. a CancelVerdict whose reason is no str
-        return Outcome(job, "rejected", f"result not storable: {type(exc).__name__}: {exc}")
+        return HandlerOutcome(job, "rejected", f"result not storable: {type(exc).__name__}: {exc}")

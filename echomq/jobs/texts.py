@@ -1,0 +1,52 @@
+"""What a job keeps as text: a handler's result, a cancel's reason, a failure's error.
+
+The verbs on held jobs and the worker's handler context both format through here,
+so a result stored by ``complete`` and one stored by a Consumer read the same.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+from typing import Any
+
+from echomq.errors import InvalidArgument
+
+DEFAULT_RESULT_LIMIT = 512 * 1024
+"""Bytes of result JSON a completion may store (``Consumer(result_limit=)``)."""
+
+
+def result_text(result: Any, limit: int = DEFAULT_RESULT_LIMIT) -> str:
+    """A handler's return value as stored: JSON of at most ``limit`` bytes.
+
+    Anything else (not JSON, NaN or Infinity, nested too deep for the encoder,
+    too large) raises ``InvalidArgument``: the same value would fail every retry.
+    """
+    try:
+        text = json.dumps(result, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidArgument(f"result is not JSON-serialisable: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - a user's __iter__ or a custom type may raise anything
+        raise InvalidArgument(
+            f"result could not be encoded: {type(exc).__name__}: {exc}") from exc
+    size = len(text) if text.isascii() else len(text.encode())
+    if size > limit:
+        raise InvalidArgument(f"result is {size} bytes, over the result limit of {limit}")
+    return text
+
+
+def cancelled_result(reason: str | None) -> str:
+    """The result a cancelled job is completed with."""
+    return "cancelled:" + (reason or "")
+
+
+def error_text(error: BaseException | str) -> str:
+    """What ``last_error`` keeps: the message, or a traceback's last lines."""
+    if isinstance(error, str):
+        return error
+    message = "".join(traceback.format_exception_only(error)).strip()
+    frames = traceback.extract_tb(error.__traceback__)
+    if frames:
+        last = frames[-1]
+        message += f"\n  at {last.filename}:{last.lineno} in {last.name}"
+    return message[-2000:]

@@ -1,0 +1,194 @@
+"""The catalogue of a job's transitions: each one's call beside the parser of its reply.
+
+A call builder returns the ``Call`` an executor runs (the transition's name, its
+KEYS and ARGV in the order its ``.lua`` header lists them); the parser next to it
+reads that transition's reply. The verbs (``claim``, ``complete``, ``fail``, ...),
+the Consumer, its settler and beat, and the sweep all build and read through here,
+so a transition's wire shape is written once. Error codes map through the one
+reply table (:mod:`echomq.queue.replies`); what a success code means is said here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from echomq.errors import EchoMQError, JobGone, NotActive, StaleToken
+from echomq.models import StalledSweep
+from echomq.queue import validate
+from echomq.queue.executors import Call
+from echomq.queue.keys import Keys
+from echomq.queue.replies import CODES, raise_for_code
+
+LEASE_LOST = (StaleToken, NotActive, JobGone)
+"""The errors that mean a held job's lease is no longer this holder's."""
+
+Settled = Literal["completed", "cancelled"]
+"""How ``complete`` settles a job: a cancelled job is a completion too."""
+
+FailVerdict = Literal["retrying", "dead"]
+_FAIL_VERDICTS: dict[int, FailVerdict] = {1: "retrying", 2: "dead"}
+"""fail.lua's success codes."""
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """One job to settle in a batch: its id, token, how it settles and its result text."""
+
+    job_id: str
+    token: int
+    outcome: Settled
+    result: str
+
+
+def per_job_errors(verb: str, job_ids: Sequence[str], codes: Sequence[Any]
+                   ) -> list[EchoMQError | None]:
+    """A batch transition's codes as None (done) or the error each job met."""
+    out: list[EchoMQError | None] = []
+    for job_id, code in zip(job_ids, codes, strict=True):
+        error = CODES.get(int(code))
+        out.append(error(f"{verb} {job_id!r}: {error.__name__}") if error else None)
+    return out
+
+
+# -- add ----------------------------------------------------------------------------
+
+
+def add_call(keys: Keys, options: Sequence[str | int], jobs: Sequence[tuple[str, str]]) -> Call:
+    """add.lua: enqueue ``(id or "", payload JSON)`` pairs with the same options; its
+    reply is one id per job (an existing id for an idempotent add)."""
+    args: list[str | int] = [keys.base, *options]
+    for job_id, body in jobs:
+        args += [job_id, body]
+    return ("add", [keys.pending, keys.scheduled], args)
+
+
+def added(reply: Any) -> list[str]:
+    """add's reply: the ids, in the call's order."""
+    return [str(i) for i in reply]
+
+
+# -- claim --------------------------------------------------------------------------
+
+
+def claim_call(keys: Keys, lease_ms: int, count: int) -> Call:
+    """claim.lua: promote due scheduled jobs, then take up to ``count`` under one lease."""
+    return ("claim", [keys.pending, keys.scheduled, keys.active], [keys.base, lease_ms, count])
+
+
+def claimed(flat: Sequence[Any]) -> list[tuple[str, int, str]]:
+    """claim's flat reply (the lease deadline, then id, token, payload per job) as
+    ``(id, token, raw payload)`` triples; the payload stays JSON text."""
+    return [(flat[i], int(flat[i + 1]), flat[i + 2]) for i in range(1, len(flat), 3)]
+
+
+# -- complete -----------------------------------------------------------------------
+
+
+def complete_call(keys: Keys, settlements: Sequence[Settlement], record: bool,
+                  keep: int = -1) -> Call:
+    """complete.lua for a batch; its reply is one code per job (``per_job_errors``)."""
+    args: list[str | int] = [keys.base, "1" if record else "0",
+                             validate.keep_count(keep, "keep")]
+    for s in settlements:
+        keys.job(s.job_id)  # the gate, before the wire
+        args += [s.job_id, s.token, s.outcome, s.result]
+    return ("complete", [keys.active, keys.completed], args)
+
+
+def completed(job_ids: Sequence[str], reply: Any) -> list[EchoMQError | None]:
+    """complete's reply, per job in the call's order: None (settled) or the error it met."""
+    return per_job_errors("complete", job_ids, reply)
+
+
+# -- fail ---------------------------------------------------------------------------
+
+
+def fail_call(
+    keys: Keys, job_id: str, token: int, error: str, *, backoff_ms: int, backoff_cap_ms: int,
+    record: bool = False, retry: bool = True,
+) -> Call:
+    """fail.lua for one job: retry after a backoff, or dead-letter (``retry=False``: at once)."""
+    keys.job(job_id)  # the gate, before the wire
+    return ("fail", [keys.active, keys.scheduled, keys.dead],
+            [keys.base, job_id, token, error, backoff_ms, backoff_cap_ms,
+             "1" if record else "0", "0" if retry else "1"])
+
+
+def failed(reply: Any, job_id: str) -> FailVerdict | BaseException:
+    """fail's reply: the verdict, or the error the job met (never raises)."""
+    if isinstance(reply, BaseException):
+        return reply
+    code = int(reply)
+    verdict = _FAIL_VERDICTS.get(code)
+    if verdict is not None:
+        return verdict
+    error = CODES.get(code)
+    if error is None:
+        return EchoMQError(f"fail {job_id!r}: unknown reply {code}")
+    return error(f"fail {job_id!r}: {error.__name__}")
+
+
+# -- extend_lock --------------------------------------------------------------------
+
+
+def extend_call(keys: Keys, job_id: str, token: int, lease_ms: int) -> Call:
+    """extend_lock.lua: re-score a held job's lease to server TIME + ``lease_ms``."""
+    return ("extend_lock", [keys.active, keys.job(job_id)], [job_id, token, lease_ms])
+
+
+def extended(reply: Any, job_id: str) -> BaseException | None:
+    """extend_lock's reply: None (renewed) or the error met (``LEASE_LOST`` when the
+    lease is no longer the holder's); never raises."""
+    if isinstance(reply, BaseException):
+        return reply
+    error = CODES.get(int(reply))
+    return error(f"extend_lock {job_id!r}: {error.__name__}") if error else None
+
+
+# -- reap, release, remove_job, stalled_check ---------------------------------------
+
+
+REAP_BATCH = 1000
+
+
+def reap_call(keys: Keys, batch: int = REAP_BATCH) -> Call:
+    """reap.lua: up to ``batch`` lapsed leases back to pending; its reply is their ids."""
+    return ("reap", [keys.active, keys.pending], [keys.base, batch])
+
+
+def release_call(keys: Keys, held: Sequence[tuple[str, int]]) -> Call:
+    """release.lua: hand ``(id, token)`` pairs back to the front of pending; one code per job."""
+    args: list[str | int] = [keys.base]
+    for job_id, token in held:
+        keys.job(job_id)  # the gate, before the wire
+        args += [job_id, token]
+    return ("release", [keys.active], args)
+
+
+def released(held: Sequence[tuple[str, int]], reply: Any) -> list[EchoMQError | None]:
+    """release's reply, per job: None (handed back) or the error it met."""
+    return per_job_errors("release", [job_id for job_id, _ in held], reply)
+
+
+def remove_call(keys: Keys, job_id: str) -> Call:
+    """remove_job.lua: delete a pending or scheduled job."""
+    return ("remove_job", [keys.pending, keys.scheduled, keys.job(job_id)], [keys.base, job_id])
+
+
+def removed(reply: Any, job_id: str) -> None:
+    """remove_job's reply: return when removed; raise ``NotRemovable`` or ``JobGone``."""
+    raise_for_code(int(reply), job_id, "remove_job")
+
+
+def stalled_call(keys: Keys, max_stalled: int, limit: int) -> Call:
+    """stalled_check.lua: one count-thresholded sweep over at most ``limit`` lapses."""
+    return ("stalled_check", [keys.active, keys.pending, keys.dead],
+            [keys.base, max_stalled, limit])
+
+
+def swept(reply: Any) -> StalledSweep:
+    """stalled_check's reply: the ids recovered and the ids dead-lettered."""
+    recovered, dead = reply
+    return StalledSweep(recovered=list(recovered), dead=list(dead))

@@ -1,0 +1,104 @@
+"""The beat: renew what the Consumer holds in ONE round trip, then run the recovery leg.
+
+Every ``beat_ms`` the beat renews the leases of buffered jobs (and, with
+``auto_extend``, of running ones) before any sweep could collect them, then runs
+the recovery chosen at start: ``reap`` (every lapsed lease back once) or the
+count-thresholded ``stalled`` sweep. A buffered job whose lease is gone is let go
+of unrun; a running one has its cancel token set.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Literal
+
+import redis
+
+from echomq.errors import EchoMQError
+from echomq.jobs import cancel as cancel_tokens
+from echomq.jobs.lease import reap
+from echomq.jobs.stalled import sweep_stalled
+from echomq.queue import transitions
+from echomq.queue.connection import Connection
+from echomq.queue.keys import Keys
+from echomq.queue.transitions import LEASE_LOST
+from echomq.worker.context import JobContext
+from echomq.worker.held import Held
+
+log = logging.getLogger("echomq.consumer")
+
+Recovery = Literal["reap", "stalled"]
+
+
+class Beat:
+    """Lease renewal and recovery for one Consumer, on its own thread."""
+
+    def __init__(
+        self, conn: Connection, keys: Keys, held: Held, *, lease_ms: int, auto_extend: bool,
+        recovery: Recovery, max_stalled: int,
+    ) -> None:
+        self.conn = conn
+        self.keys = keys
+        self.held = held
+        self.lease_ms = lease_ms
+        self.auto_extend = auto_extend
+        self.recovery: Recovery = recovery
+        self.max_stalled = max_stalled
+
+    def run(self, stop: threading.Event, beat_ms: int) -> None:
+        """Beat until ``stop``; a server that fails one beat is tried again on the next."""
+        while True:
+            try:
+                self.beat()
+            except (EchoMQError, redis.RedisError) as exc:  # the server, not us: next beat
+                log.warning("beat failed: %s", exc)
+            if stop.wait(beat_ms / 1000):
+                return
+
+    def beat(self) -> None:
+        """One beat: renew, then recover."""
+        self.renew_held()
+        if self.recovery == "stalled":
+            sweep = sweep_stalled(self.conn, self.keys.queue, self.max_stalled)
+            if sweep.recovered or sweep.dead:
+                log.info("stalled sweep: recovered %s, dead-lettered %s",
+                         sweep.recovered, sweep.dead)
+        else:
+            back = reap(self.conn, self.keys.queue)
+            if back:
+                log.info("reaped %d lapsed lease(s): %s", len(back), back)
+
+    def renew_held(self) -> None:
+        """Renew every buffered lease (and, with ``auto_extend``, every running one) in
+        ONE round trip, before the sweep could collect one. A buffered job whose lease
+        is gone is dropped unrun; a running one has its cancel token set."""
+        with self.held.lock:
+            jobs = self.held.unfinished(started_too=self.auto_extend)
+            if not jobs:
+                return
+            sent = time.monotonic()
+            calls = [transitions.extend_call(self.keys, j.id, j.token, self.lease_ms)
+                     for j in jobs]
+            replies = self.conn.executor.run_many(calls)
+            lost = [j for j, reply in zip(jobs, replies, strict=True)
+                    if not self._renewed(j, reply, sent)]
+            for job in lost:
+                if job.started:
+                    cancel_tokens.cancel(job.cancel_token, "lease lost")
+                else:
+                    self.held.let_go(job)
+        if lost:
+            log.warning("%d held job(s) lost their lease: %s", len(lost), [j.id for j in lost])
+
+    def _renewed(self, job: JobContext, reply: Any, sent: float) -> bool:
+        """Record one renewal's answer; False when the lease is no longer ours."""
+        error = transitions.extended(reply, job.id)
+        if isinstance(error, LEASE_LOST):
+            return False
+        if error is not None:
+            log.warning("job %s: lease renewal failed (%s)", job.id, error)
+        else:
+            job.deadline = sent + self.lease_ms / 1000
+        return True

@@ -1,0 +1,124 @@
+"""The claim loop: take a batch (ONE round trip) whenever enough slots are free.
+
+Claimed jobs go into the Consumer's ``Held`` ledger and onto the buffer the
+handler threads read. With ``prefetch=None`` the buffer adapts to the observed
+handler time, so many short jobs get deep buffers and batched round trips and
+long ones get shallow buffers whose leases do not lapse before they run.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue as stdlib_queue
+import threading
+import time
+from typing import Any
+
+import redis
+
+from echomq.errors import ConnectionFailed
+from echomq.queue import transitions
+from echomq.queue.connection import Connection
+from echomq.queue.keys import Keys
+from echomq.worker.context import JobContext
+from echomq.worker.held import Held
+
+log = logging.getLogger("echomq.consumer")
+
+
+class ClaimLoop:
+    """Claims for one Consumer; runs on the thread that called ``Consumer.run``."""
+
+    def __init__(
+        self, conn: Connection, keys: Keys, held: Held, work: stdlib_queue.SimpleQueue[Any], *,
+        concurrency: int, lease_ms: int, batch_size: int, prefetch: int | None, poll_s: float,
+    ) -> None:
+        self.conn = conn
+        self.keys = keys
+        self.held = held
+        self.work = work
+        self.concurrency = concurrency
+        self.lease_ms = lease_ms
+        self.batch_size = batch_size
+        self.prefetch = prefetch
+        self.poll_s = poll_s
+        self.wake = threading.Event()
+        """Set when a job is added to the queue (through pub/sub) or a stop comes."""
+        self._job_seconds = lease_ms / 1000  # a running estimate; pessimistic at first
+
+    def run(self, stop: threading.Event) -> None:
+        """Claim a batch whenever enough slots are free; park while the queue is empty."""
+        failures = 0
+        while not stop.is_set():
+            want = self._room(stop)
+            if stop.is_set():
+                return
+            self.wake.clear()  # an add from here on wakes the idle wait below
+            sent = time.monotonic()
+            try:
+                call = transitions.claim_call(self.keys, self.lease_ms, want)
+                flat = self.conn.executor.run(*call)
+            except (ConnectionFailed, redis.RedisError) as exc:
+                failures += 1
+                delay = min(5.0, 0.1 * 2**failures)
+                log.warning("claim failed (%s); retrying in %.1fs", exc, delay)
+                stop.wait(delay)
+                continue
+            failures = 0
+            if flat:
+                self._dispatch(flat, sent + self.lease_ms / 1000)
+            else:
+                self.wake.wait(self._idle_wait())
+
+    def _room(self, stop: threading.Event) -> int:
+        """Wait until enough slots are free to keep claims batched; how many to claim."""
+        slots = self.held.slots
+        with slots:
+            limit = self._max_inflight()
+            claim_at = max(1, min(self.batch_size, limit) // 2)
+            while (self.held.inflight and limit - self.held.inflight < claim_at
+                   and not stop.is_set()):
+                slots.wait(self.poll_s)
+                limit = self._max_inflight()
+            return min(limit - self.held.inflight, self.batch_size)
+
+    def _max_inflight(self) -> int:
+        """Running plus buffered jobs this Consumer may hold.
+
+        With ``prefetch=None`` the buffer adapts: as many claimed jobs as the handlers
+        should start within a quarter of the lease (by the observed handler time), at
+        most two claim batches. Many short jobs get a deep buffer and batched round
+        trips; long ones get a shallow one, so no buffered lease lapses before it runs.
+        """
+        if self.prefetch is not None:
+            return self.concurrency + self.prefetch
+        startable = self.concurrency * (self.lease_ms / 4000) / max(self._job_seconds, 1e-6)
+        return self.concurrency + int(min(2 * self.batch_size, max(0.0, startable)))
+
+    def observe(self, seconds: float) -> None:
+        """Fold one handler run time into the estimate (a moving average)."""
+        self._job_seconds += (seconds - self._job_seconds) * 0.2
+
+    def _dispatch(self, flat: list[Any], deadline: float) -> None:
+        jobs = [JobContext(self.conn, self.keys.queue, job_id, token, raw, self.lease_ms)
+                for job_id, token, raw in transitions.claimed(flat)]
+        for job in jobs:
+            job.deadline = deadline
+        self.held.add(jobs)
+        for job in jobs:
+            self.work.put(job)
+
+    def _idle_wait(self) -> float:
+        """How long to park with nothing to do: the poll interval, or less when a
+        scheduled job falls due sooner (an add wakes us earlier through pub/sub)."""
+        try:
+            pipe = self.conn.redis.pipeline(transaction=False)
+            pipe.zrange(self.keys.scheduled, 0, 0, withscores=True)
+            pipe.time()
+            first, (secs, micros) = pipe.execute()
+        except redis.RedisError:
+            return self.poll_s
+        if not first:
+            return self.poll_s
+        due_in = (float(first[0][1]) - (int(secs) * 1000 + int(micros) // 1000)) / 1000
+        return max(0.005, min(self.poll_s, due_in))

@@ -1,0 +1,345 @@
+"""The Consumer: a worker that claims in batches, runs handlers on threads and
+settles in batches, with cooperative cancel, checkpoints, recovery and recording.
+
+The claim loop takes a batch (ONE round trip) whenever enough slots are free;
+handlers run on ``concurrency`` threads; the settler settles what they finish,
+many jobs per round trip, beside the claim loop. A pub/sub subscription wakes the loop
+when jobs arrive on an empty queue and forwards cancel events to the running
+job's token. A beat thread renews the leases of buffered jobs (and, with
+``auto_extend``, of running ones) in one round trip, then runs the recovery leg
+chosen at start.
+
+Every lease the Consumer holds is its own to keep: a buffered job is renewed on
+the beat and, if it still sat in the buffer for over a quarter of its lease, once
+more as it starts, so its handler gets most of a lease however deep the buffer
+was. A job whose renewal answers that the lease is gone is not run. Any
+exception that would end one of its threads takes the Consumer down: ``run()``
+hands back what it holds and raises ``ConsumerCrashed``.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue as stdlib_queue
+import signal
+import threading
+import time
+from collections.abc import Callable
+from time import perf_counter
+from typing import Any
+
+import redis
+
+from echomq.errors import ConnectionFailed, ConsumerCrashed, EchoMQError, InvalidArgument
+from echomq.jobs import cancel as cancel_tokens
+from echomq.jobs.lease import extend_lock
+from echomq.jobs.settle import DEFAULT_BACKOFF_CAP_MS, DEFAULT_BACKOFF_MS, KEEP_ALL
+from echomq.jobs.stalled import DEFAULT_MAX_STALLED
+from echomq.jobs.texts import DEFAULT_RESULT_LIMIT
+from echomq.queue import validate
+from echomq.queue.claim import DEFAULT_LEASE_MS, MAX_CLAIM
+from echomq.queue.connection import Connection
+from echomq.queue.events import Event
+from echomq.queue.keys import Keys
+from echomq.queue.transitions import LEASE_LOST
+from echomq.worker.beat import Beat, Recovery
+from echomq.worker.claim_loop import ClaimLoop
+from echomq.worker.context import HandlerOutcome, JobContext, execute
+from echomq.worker.held import STOP, Held, take_unstarted
+from echomq.worker.settler import Settler
+
+log = logging.getLogger("echomq.consumer")
+
+Handler = Callable[[JobContext], Any]
+SETTLE_FLUSH_S = 5.0
+"""How long a stop waits for finished outcomes to settle before handing anything back."""
+
+
+class Consumer:
+    """Process one queue until ``stop()``, SIGTERM or SIGINT."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        queue: str,
+        handler: Handler,
+        *,
+        concurrency: int = 8,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        cancel: bool = False,
+        record: bool = False,
+        recovery: Recovery = "reap",
+        max_stalled: int = DEFAULT_MAX_STALLED,
+        beat_ms: int | None = None,
+        batch_size: int = 100,
+        prefetch: int | None = None,
+        poll_ms: int = 1_000,
+        auto_extend: bool = False,
+        shutdown_grace_ms: int = 30_000,
+        keep_completed: int = KEEP_ALL,
+        backoff_ms: int = DEFAULT_BACKOFF_MS,
+        backoff_cap_ms: int = DEFAULT_BACKOFF_CAP_MS,
+        result_limit: int = DEFAULT_RESULT_LIMIT,
+    ) -> None:
+        self.conn = conn
+        self.keys = Keys(queue)
+        self.queue = queue
+        self.handler = handler
+        self.concurrency = validate.positive_int(concurrency, "concurrency")
+        self.lease_ms = validate.positive_int(lease_ms, "lease_ms")
+        if recovery not in ("reap", "stalled"):
+            raise InvalidArgument(f"recovery must be 'reap' or 'stalled', got {recovery!r}")
+        self.recovery: Recovery = recovery
+        self.max_stalled = validate.positive_int(max_stalled, "max_stalled")
+        self.beat_ms = validate.positive_int(
+            beat_ms if beat_ms is not None else max(50, lease_ms // 2), "beat_ms"
+        )
+        self.batch_size = validate.positive_int(batch_size, "batch_size")
+        if self.batch_size > MAX_CLAIM:
+            raise InvalidArgument(f"batch_size must be at most {MAX_CLAIM}")
+        self.prefetch = None if prefetch is None else validate.non_negative_int(
+            prefetch, "prefetch")
+        self.poll_s = validate.positive_int(poll_ms, "poll_ms") / 1000
+        self.grace_s = validate.non_negative_int(shutdown_grace_ms, "shutdown_grace_ms") / 1000
+        validate.keep_count(keep_completed, "keep_completed")
+        self.result_limit = validate.positive_int(result_limit, "result_limit")
+        self.cancel = cancel
+        self.record = record
+        self.auto_extend = auto_extend
+
+        self._assemble(keep_completed, validate.positive_int(backoff_ms, "backoff_ms"),
+                       validate.positive_int(backoff_cap_ms, "backoff_cap_ms"))
+        self._stop = threading.Event()
+        self._force = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._pubsub: Any = None
+        self._pubsub_thread: Any = None
+        self._crashed: ConsumerCrashed | None = None
+
+    def _assemble(self, keep_completed: int, backoff_ms: int, backoff_cap_ms: int) -> None:
+        """Build the parts that share the ``Held`` ledger: claim loop, settler, beat."""
+        self._held = Held(self.conn, self.queue)
+        self._work: stdlib_queue.SimpleQueue[Any] = stdlib_queue.SimpleQueue()
+        self._claims = ClaimLoop(
+            self.conn, self.keys, self._held, self._work, concurrency=self.concurrency,
+            lease_ms=self.lease_ms, batch_size=self.batch_size, prefetch=self.prefetch,
+            poll_s=self.poll_s)
+        self._settler = Settler(
+            self.conn, self.keys, record=self.record, keep_completed=keep_completed,
+            backoff_ms=backoff_ms, backoff_cap_ms=backoff_cap_ms, held=self._held,
+            on_crash=self._crash)
+        self._beat = Beat(self.conn, self.keys, self._held, lease_ms=self.lease_ms,
+                          auto_extend=self.auto_extend, recovery=self.recovery,
+                          max_stalled=self.max_stalled)
+
+    @property
+    def processed(self) -> int:
+        """Jobs this Consumer settled as completed or cancelled (never a dead-letter, nor
+        a result the server refused because the lease was already gone)."""
+        return self._settler.completed
+
+    @property
+    def failed(self) -> int:
+        """Handler failures this Consumer settled (retried or dead-lettered)."""
+        return self._settler.failed
+
+    # -- public -------------------------------------------------------------
+
+    def run(self, *, install_signals: bool = True) -> None:
+        """Work until stopped; then hand back what is unfinished and return.
+
+        Raises ``ConsumerCrashed`` (after the hand-back) when one of its threads met
+        an exception it could not handle.
+        """
+        restore = self._install_signals() if install_signals else None
+        self._start()
+        try:
+            self._claims.run(self._stop)
+        except Exception as exc:
+            log.error("claim loop on %r died: %r", self.queue, exc, exc_info=exc)
+            raise
+        finally:
+            try:
+                self._shutdown()
+            finally:
+                if restore:
+                    restore()
+        if self._crashed is not None:
+            raise self._crashed
+
+    def stop(self) -> None:
+        """Stop claiming; running handlers get the grace period. A second call forces."""
+        if self._stop.is_set():
+            self._force.set()
+        self._stop.set()
+        self._claims.wake.set()
+        with self._held.slots:
+            self._held.slots.notify_all()
+
+    # -- start and stop ---------------------------------------------------------
+
+    def _install_signals(self) -> Callable[[], None] | None:
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def on_signal(signum: int, _frame: object) -> None:
+            log.info("signal %s: %s", signal.Signals(signum).name,
+                     "exiting now" if self._stop.is_set() else "finishing running jobs")
+            self.stop()
+
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+
+        def restore() -> None:
+            for signum, old in previous.items():
+                signal.signal(signum, old)
+
+        return restore
+
+    def _start(self) -> None:
+        self._wait_for_server()
+        self._settler.start()
+        for n in range(self.concurrency):
+            t = threading.Thread(target=self._guarded, args=(self._work_loop,),
+                                 name=f"emq-handler-{n}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        self._subscribe()
+        beat = threading.Thread(target=self._guarded, name="emq-beat", daemon=True,
+                                args=(lambda: self._beat.run(self._stop, self.beat_ms),))
+        beat.start()
+        log.info("consumer on %r: concurrency %d, lease %d ms, recovery %s, executor %s",
+                 self.queue, self.concurrency, self.lease_ms, self.recovery,
+                 self.conn.executor_name)
+
+    def _wait_for_server(self) -> None:
+        """Declare the stream (or just reach the server), riding out a server that is
+        restarting or loading its data, as the claim loop does, until ``stop()``."""
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                if self.record:
+                    from echomq.queue.declared import declare
+
+                    declare(self.conn, self.queue)
+                else:
+                    self.conn.redis.ping()
+                return
+            except (ConnectionFailed, redis.ConnectionError, redis.TimeoutError) as exc:
+                failures += 1
+                delay = min(5.0, 0.1 * 2**failures)
+                log.warning("server not ready (%s); retrying in %.1fs", exc, delay)
+                self._stop.wait(delay)
+
+    def _crash(self, thread: str, exc: BaseException) -> None:
+        """A thread met an exception it cannot handle: say so at ERROR and stop now."""
+        log.error("thread %s of the consumer on %r died: %r; stopping", thread, self.queue, exc,
+                  exc_info=exc)
+        if self._crashed is None:
+            self._crashed = ConsumerCrashed(f"{thread} died: {type(exc).__name__}: {exc}")
+            self._crashed.__cause__ = exc
+        self.stop()
+        self.stop()
+
+    def _guarded(self, target: Callable[[], None]) -> None:
+        """Run a thread's loop; an exception escaping it takes the Consumer down."""
+        try:
+            target()
+        except Exception as exc:  # noqa: BLE001 - reported, and the Consumer goes down
+            self._crash(threading.current_thread().name, exc)
+
+    def _shutdown(self) -> None:
+        """Hand back unstarted jobs at once, give running ones the grace period, settle
+        every finished outcome, then hand back the unfinished rest so another worker
+        can take them without waiting. A job whose handler finished is never handed
+        back: its outcome settles (or, with the server gone, its lease lapses)."""
+        self._held.hand_back(take_unstarted(self._work))
+        self._held.wait_drained(time.monotonic() + self.grace_s, self._force)
+        if not self._settler.flush(SETTLE_FLUSH_S):
+            log.warning("finished outcomes still settling after %.0fs", SETTLE_FLUSH_S)
+        # a dead settler will never settle what finished: hand those back too
+        self._held.hand_back(self._held.take_unfinished(finished_too=not self._settler.alive))
+        self._settler.stop(give_up=True)
+        for _ in self._threads:
+            self._work.put(STOP)
+        if self._pubsub_thread is not None:
+            self._pubsub_thread.stop()  # the worker thread closes the pub/sub on its way out
+            self._pubsub_thread.join(timeout=2)
+        log.info("consumer on %r stopped: %d processed, %d failed",
+                 self.queue, self.processed, self.failed)
+
+    # -- threads ----------------------------------------------------------------
+
+    def _work_loop(self) -> None:
+        work, handler, clock, limit = self._work, self.handler, perf_counter, self.result_limit
+        observe = self._claims.observe
+        while True:
+            job = work.get()
+            if job is STOP:
+                return
+            if not self._begin(job):
+                continue
+            started = clock()
+            outcome = execute(handler, job, limit)
+            observe(clock() - started)
+            self._finish(outcome)
+
+    def _begin(self, job: JobContext) -> bool:
+        """Take a job from the buffer: False when it is no longer ours to run (its
+        lease was found gone, or a stop handed it back). A job that sat in the buffer
+        for over a quarter of its lease is renewed first, so its handler gets most
+        of a lease however long it waited."""
+        with self._held.lock:  # a renewal of this job in flight lands before it starts
+            if job.finished:
+                return False
+            job.started = True
+        if job.deadline - time.monotonic() >= 0.75 * self.lease_ms / 1000:
+            return True
+        sent = time.monotonic()
+        try:
+            extend_lock(self.conn, self.queue, job.id, job.token, self.lease_ms)
+        except LEASE_LOST as exc:
+            log.warning("job %s not started: its lease is gone (%s)", job.id, exc)
+            self._held.let_go(job)
+            return False
+        except (EchoMQError, redis.RedisError) as exc:
+            log.warning("job %s: could not renew its lease before starting (%s)", job.id, exc)
+            return True
+        job.deadline = sent + self.lease_ms / 1000
+        return True
+
+    def _finish(self, outcome: HandlerOutcome) -> None:
+        """Pass an outcome to the settler, unless a stop already handed its job back."""
+        with self._held.lock:
+            if outcome.job.finished:
+                log.info("job %s finished after it was handed back; outcome dropped",
+                         outcome.job.id)
+                return
+            outcome.job.done = True
+            self._settler.inbox.put(outcome)
+
+    def _subscribe(self) -> None:
+        def on_message(message: dict[str, Any]) -> None:
+            event = Event.decode(message.get("data", ""))
+            if event is None:
+                return
+            if event.event == "added":
+                self._claims.wake.set()
+            elif event.event == "cancel" and self.cancel and event.job_id:
+                job = self._held.jobs.get(event.job_id)
+                if job is not None:
+                    cancel_tokens.cancel(job.cancel_token, event.reason)
+                    log.info("job %s: cancel requested (%s)", job.id, event.reason)
+
+        def on_error(exc: BaseException, pubsub: Any, thread: Any) -> None:
+            # redis-py's worker thread goes on after this returns: a lost server is
+            # reconnected (and resubscribed) on the next read
+            log.warning("event subscription failed (%r); going on", exc)
+            time.sleep(0.5)
+
+        self._pubsub = self.conn.redis.pubsub(  # type: ignore[no-untyped-call]
+            ignore_subscribe_messages=True)
+        self._pubsub.subscribe(**{self.keys.events: on_message})
+        self._pubsub_thread = self._pubsub.run_in_thread(
+            sleep_time=0.5, daemon=True, exception_handler=on_error
+        )
+

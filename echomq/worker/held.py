@@ -1,0 +1,118 @@
+"""What a Consumer holds: every claimed job until it leaves its hands, and the hand-back.
+
+One ledger owns the held jobs, the count of slots they take and the locks that
+order a job's start, finish and hand-back against the beat's renewal. The claim
+loop adds to it, the handler threads, the beat and the settler let go of jobs
+through it, and a stop hands back what it still holds, so nothing climbs back
+into the Consumer to free a slot.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue as stdlib_queue
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import redis
+
+from echomq.errors import EchoMQError
+from echomq.jobs.settle import release_many
+from echomq.queue.connection import Connection
+from echomq.worker.context import JobContext
+
+log = logging.getLogger("echomq.consumer")
+
+STOP = object()
+"""Put on a thread's queue to end it once what is ahead of it is done."""
+
+
+class Held:
+    """The jobs one Consumer holds, buffered or running."""
+
+    def __init__(self, conn: Connection, queue: str) -> None:
+        self.conn = conn
+        self.queue = queue
+        self.jobs: dict[str, JobContext] = {}
+        """Every job held, buffered or running, until it leaves this Consumer's hands."""
+        self.inflight = 0
+        self.slots = threading.Condition()
+        """Guards ``inflight``; notified whenever a slot frees."""
+        self.lock = threading.Lock()
+        """Orders a job's start, its finish and a stop's hand-back against each other and
+        against the beat's renewal, so a renewal that finds a lease gone lands first."""
+
+    def add(self, jobs: list[JobContext]) -> None:
+        """Take newly claimed jobs into this Consumer's hands."""
+        with self.slots:
+            self.inflight += len(jobs)
+        for job in jobs:
+            self.jobs[job.id] = job
+
+    def let_go(self, job: JobContext) -> None:
+        """A job left this Consumer's hands (settled, lost or handed back): free its slot once."""
+        with self.slots:
+            if job.finished:
+                return
+            job.finished = True
+            self.inflight -= 1
+            self.slots.notify_all()
+        if self.jobs.get(job.id) is job:
+            self.jobs.pop(job.id, None)
+
+    def unfinished(self, *, started_too: bool) -> list[JobContext]:
+        """Held jobs not yet let go of: the buffered ones (and the running ones with
+        ``started_too``). Call under ``lock`` to act on them before a start."""
+        return [j for j in list(self.jobs.values())
+                if not j.finished and (started_too or not j.started)]
+
+    def wait_drained(self, deadline: float, force: threading.Event) -> None:
+        """Wait until no handler runs, the monotonic ``deadline`` passes or ``force`` is set."""
+        with self.slots:
+            while self.inflight > 0 and not force.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self.slots.wait(min(remaining, 0.1))
+
+    # -- handing back ----------------------------------------------------------------
+
+    def take_unfinished(self, *, finished_too: bool = False) -> list[JobContext]:
+        """The running jobs whose handlers have not returned (with ``finished_too``, all
+        still held), let go of at once, so an outcome that arrives after the hand-back
+        is dropped rather than settled."""
+        with self.lock:
+            jobs = [j for j in list(self.jobs.values())
+                    if not j.finished and (finished_too or not j.done)]
+            for job in jobs:
+                self.let_go(job)
+        return jobs
+
+    def hand_back(self, jobs: Iterable[JobContext]) -> None:
+        """Release ``jobs`` to the front of pending so another worker takes them at once;
+        with the server gone their leases lapse instead."""
+        jobs = list(jobs)
+        if not jobs:
+            return
+        try:
+            release_many(self.conn, self.queue, [(job.id, job.token) for job in jobs])
+            log.info("handed back %d unfinished job(s)", len(jobs))
+        except (EchoMQError, redis.RedisError) as exc:
+            log.warning("could not hand back %d job(s); their leases will lapse: %s",
+                        len(jobs), exc)
+        for job in jobs:
+            self.let_go(job)
+
+
+def take_unstarted(work: stdlib_queue.SimpleQueue[Any]) -> list[JobContext]:
+    """Empty the buffer: the jobs no handler thread will start now."""
+    unstarted: list[JobContext] = []
+    while True:
+        try:
+            item = work.get_nowait()
+        except stdlib_queue.Empty:
+            return unstarted
+        if isinstance(item, JobContext) and not item.finished:
+            unstarted.append(item)

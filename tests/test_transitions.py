@@ -1,0 +1,77 @@
+"""One catalogue of transitions: the job's path builds its calls and reads its replies
+through ``echomq.queue.transitions`` only, and each parser reads what its script answers."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+import echomq
+from echomq.queue import transitions
+from echomq.queue.connection import Connection
+from echomq.queue.keys import Keys
+
+ROOT = Path(echomq.__file__).parent
+JOB_PATH = ("queue", "jobs", "worker")
+"""The parts a job's trip runs through (the archive has its own lease script)."""
+NOT_YET = {"queue/admin.py"}
+"""purge and group_limit: administrative transitions whose module the catalogue has
+not absorbed yet."""
+
+_NAMED_CALL = re.compile(r"\.run\(\s*\"")
+_HAND_READ = re.compile(r"int\((?:code|reply|codes)\b|\bcode\s*[!=<>]=?\s*-?\d")
+
+
+def job_path_sources() -> dict[str, str]:
+    found = {
+        str(path.relative_to(ROOT)): path.read_text(encoding="utf-8")
+        for part in JOB_PATH for path in (ROOT / part).rglob("*.py")
+    }
+    assert len(found) > 15, "the scan must see the job's path"
+    return found
+
+
+def test_no_module_on_the_jobs_path_builds_a_transition_call_by_hand() -> None:
+    hand_built = [name for name, text in job_path_sources().items()
+                  if name != "queue/transitions.py" and name not in NOT_YET
+                  and _NAMED_CALL.search(text)]
+    assert hand_built == []
+
+
+def test_no_module_on_the_jobs_path_reads_a_reply_code_by_hand() -> None:
+    hand_read = [name for name, text in job_path_sources().items()
+                 if name not in ("queue/transitions.py", "queue/replies.py")
+                 and _HAND_READ.search(text)]
+    assert hand_read == []
+
+
+def test_the_fail_parser_reads_both_verdicts_from_the_script(conn: Connection,
+                                                             queue: str) -> None:
+    keys = Keys(queue)
+    echomq.add(conn, queue, {}, max_attempts=2)
+    verdicts = []
+    for _ in range(2):
+        (job,) = echomq.claim(conn, queue, lease_ms=5_000)
+        call = transitions.fail_call(keys, job.id, job.token, "boom", backoff_ms=1,
+                                     backoff_cap_ms=1)
+        verdicts.append(transitions.failed(conn.executor.run(*call), job.id))
+        time.sleep(0.02)  # past the 1 ms backoff
+    assert verdicts == ["retrying", "dead"]
+
+
+def test_the_extend_parser_names_a_collected_lease_as_lost(conn: Connection, queue: str) -> None:
+    echomq.add(conn, queue, {})
+    (job,) = echomq.claim(conn, queue, lease_ms=5_000)
+    call = transitions.extend_call(Keys(queue), job.id, job.token, 5_000)
+    assert transitions.extended(conn.executor.run(*call), job.id) is None
+    echomq.complete(conn, queue, job.id, job.token, "ok")
+    lost = transitions.extended(conn.executor.run(*call), job.id)
+    assert isinstance(lost, transitions.LEASE_LOST)
+
+
+@pytest.mark.parametrize("reply", [[], ["0"]])
+def test_the_claim_parser_reads_an_empty_claim_as_no_jobs(reply: list[str]) -> None:
+    assert transitions.claimed(reply) == []
