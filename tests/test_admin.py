@@ -4,10 +4,10 @@ them oldest first, every dead-letter ordered by when it died."""
 from __future__ import annotations
 
 import pytest
-from helpers import server_ms, wait_lapsed, wait_until
 
 import echomq
 from echomq.queue.keys import Keys
+from tests.support.waits import server_ms, wait_lapsed, wait_until
 
 
 def settle(conn, queue: str, n: int, *, dead: bool) -> list[str]:

@@ -13,7 +13,6 @@ from importlib import resources
 from typing import Any
 
 import pytest
-from helpers import closed_url, dump, server_ms, wait_lapsed
 
 import echomq
 from echomq.jobs import stalled
@@ -24,6 +23,9 @@ from echomq.models import StalledSweep
 from echomq.queue import validate
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
+from tests.support.keyspace import dump
+from tests.support.servers import closed_url
+from tests.support.waits import server_ms, wait_lapsed
 
 MAX_INT = 2**41
 """The documented bound on every duration (ms) and count: about 69.7 years in ms."""

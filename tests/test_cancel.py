@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 import redis
-from helpers import dump, wait_until
 
 import echomq
 from echomq.cancel import Cancelled, CancelledError
 from echomq.queue.events import channel
 from echomq.queue.keys import Keys
+from tests.support.keyspace import dump
+from tests.support.waits import wait_until
 
 LONG = 60_000
 

@@ -51,8 +51,7 @@ from echomq.archive.seaweed import SeaweedS3
 from echomq.queue.connection import Connection
 from echomq.queue.embedded import EmbeddedValkey
 from echomq.queue.keys import Keys
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
 
 JOBS = 3000
 WORKERS = 3

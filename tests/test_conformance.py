@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from helpers import dump, epochs, normalise, run_id, wait_lapsed
 
 import echomq
 from echomq.jobs.settle import Settlement
 from echomq.models import ClaimedJob
 from echomq.queue import registry
+from tests.support.keyspace import dump, epochs, normalise
+from tests.support.servers import run_id
+from tests.support.waits import wait_lapsed
 
 LONG = 60_000
 SHORT = 40

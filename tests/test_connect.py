@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 import redis
-from helpers import closed_url, wait_until
 
 import echomq
 from echomq.queue.embedded import EmbeddedValkey, SharedValkey, pid_alive
+from tests.support.servers import closed_url
+from tests.support.waits import wait_until
 
 LONG = 60_000
 

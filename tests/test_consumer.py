@@ -8,12 +8,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from helpers import wait_until
 
 import echomq
 from echomq.jobs.consumer import Consumer
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
+from tests.support.waits import wait_until
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
 
 
 def test_the_demo_runs_end_to_end_and_stops_its_private_server(tmp_path: Path) -> None:

@@ -15,12 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import wait_until
 
 import echomq
 from echomq.queue.embedded import STATE_FILE, SharedValkey, free_port, pid_alive
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
+from tests.support.waits import wait_until
 
 
 def _env() -> dict[str, str]:
@@ -96,7 +95,7 @@ def test_enqueue_then_status_shows_the_job_pending(data_dir: Path, queue: str) -
 
 def test_a_worker_in_another_process_completes_the_job(data_dir: Path, queue: str) -> None:
     job_id = emq(data_dir, "enqueue", "--queue", queue, '{"n": 7}').stdout.strip()
-    worker = emq_worker(data_dir, queue, "tests.workers:slow")
+    worker = emq_worker(data_dir, queue, "tests.support.workers:slow")
     try:
         conn = echomq.connect(data_dir=data_dir)  # the library sees the same server
         try:
@@ -182,7 +181,7 @@ def test_workers_killed_9_leave_exactly_one_server_reused_next(
     try:
         for kills in range(1, 4):
             echomq.add(conn, queue, {"kill": kills})
-            worker = emq_worker(data_dir, queue, "tests.workers:sleepy")
+            worker = emq_worker(data_dir, queue, "tests.support.workers:sleepy")
             wait_until(lambda n=kills: echomq.counts(conn, queue).active == n, timeout=30)
             worker.kill()
             worker.wait(10)

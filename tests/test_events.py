@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 import redis
-from helpers import wait_until
 
 import echomq
 from echomq.queue.events import Event, channel
+from tests.support.waits import wait_until
 
 
 @pytest.fixture

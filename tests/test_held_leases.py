@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers import wait_until
 
 import echomq
 from echomq.jobs.consumer import Consumer
 from echomq.queue.connection import Connection
+from tests.support.waits import wait_until
 
 
 class Runs:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from helpers import closed_url
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis.crc import key_slot
 
 import echomq
 from echomq.queue.keys import MAX_NAME_LENGTH, Keys, check_name
+from tests.support.servers import closed_url
 
 # Text a name may be made of: anything but the layout characters, whitespace (Z*, and the
 # C0/C1 whitespace controls) and control characters (Cc). Surrogates are never drawn.

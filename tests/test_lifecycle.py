@@ -13,12 +13,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers import closed_url, dump, run_id, server_ms, wait_lapsed, wait_until
 
 import echomq
 from echomq.models import StalledSweep
 from echomq.queue.embedded import EmbeddedValkey
 from echomq.queue.keys import Keys
+from tests.support.keyspace import dump
+from tests.support.servers import closed_url, run_id
+from tests.support.waits import server_ms, wait_lapsed, wait_until
 
 LONG = 60_000
 SHORT = 40

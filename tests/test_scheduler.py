@@ -6,10 +6,9 @@ from __future__ import annotations
 import threading
 import time
 
-from helpers import wait_until
-
 import echomq
 from echomq.jobs.scheduler import BatchScheduler
+from tests.support.waits import wait_until
 
 
 def test_the_scheduled_sweep_recovers_a_lapsed_job_without_a_manual_call(conn, queue):

@@ -12,12 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import wait_until
 
 import echomq
 from echomq.jobs.consumer import Consumer
 from echomq.queue.connection import redact_url
 from echomq.queue.embedded import EmbeddedValkey
+from tests.support.waits import wait_until
 
 PASSWORD = "hunter2-Zq8xw"
 WRONG = "letmein-Kx3vb"

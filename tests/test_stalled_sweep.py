@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from helpers import wait_lapsed, wait_until
 
 import echomq
 from echomq.cli import main
@@ -25,6 +24,7 @@ from echomq.jobs.consumer import Consumer
 from echomq.jobs.scheduler import BatchScheduler
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
+from tests.support.waits import wait_lapsed, wait_until
 
 SHORT = 40
 GROUP = "acct"

@@ -8,12 +8,14 @@ from typing import Any
 
 import pytest
 import redis
-from helpers import closed_url, dump, server_ms, wait_lapsed, wait_until
 
 import echomq
 from echomq.jobs.settle import complete_cancelled
 from echomq.queue.embedded import EmbeddedValkey
 from echomq.queue.keys import Keys
+from tests.support.keyspace import dump
+from tests.support.servers import closed_url
+from tests.support.waits import server_ms, wait_lapsed, wait_until
 
 LONG = 60_000
 SHORT = 40

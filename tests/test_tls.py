@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 import redis
 import trustme
-from helpers import wait_until
 
 import echomq
 from echomq.queue.embedded import EmbeddedValkey, free_port
+from tests.support.waits import wait_until
 
 PASSWORD = "tls-pw-Vq71x"
 LONG = 60_000

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 import redis
-from helpers import wait_until
 
 import echomq
 from echomq.jobs import consumer as consumer_module
 from echomq.jobs import settler as settler_module
 from echomq.jobs.consumer import Consumer
 from echomq.queue.connection import Connection
+from tests.support.waits import wait_until
 
 
 def deep_list(depth: int) -> list[Any]:

@@ -7,7 +7,6 @@ import re
 from importlib import resources
 from pathlib import Path
 
-from archive_helpers import Recorder
 from click.testing import CliRunner
 
 from echomq.archive.cli import archive_cli
@@ -15,6 +14,7 @@ from echomq.archive.lease import REPLIES, SCRIPTS, FoldLease, LeaseLost
 from echomq.archive.seaweed import SeaweedS3
 from echomq.errors import LeaseHeld
 from echomq.queue.connection import Connection
+from tests.support.recorder import Recorder
 
 
 def test_every_script_has_a_header_and_every_code_a_mapping() -> None:

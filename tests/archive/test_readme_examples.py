@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from archive_helpers import bucket_name
 
 import echomq
 from echomq.archive.seaweed import SeaweedS3
 from echomq.queue.embedded import EmbeddedValkey
+from tests.support.archive import bucket_name
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -1,4 +1,4 @@
-"""Shared helpers for the substrate tests: keyspace dumps, the server clock, polling.
+"""Keyspace dumps: every key of one queue, comparable between runs and executors.
 
 A dump is every key of one queue, named relative to the queue's base (so two queues
 driven through the same steps can be compared), with its type and its contents.
@@ -9,8 +9,6 @@ field that only the functions executor stamps.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -76,50 +74,3 @@ def epochs(raw: dict[str, tuple[str, Any]]) -> dict[str, str]:
         for name, (kind, content) in raw.items()
         if kind == "hash" and name.startswith("job:") and "lease_epoch" in content
     }
-
-
-def server_ms(client: redis.Redis) -> int:
-    """The server clock in milliseconds (the clock leases are scored on)."""
-    seconds, micros = client.time()
-    return int(seconds) * 1000 + int(micros) // 1000
-
-
-def run_id(client: redis.Redis) -> str:
-    return str(client.info("server")["run_id"])
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, step: float = 0.005) -> Any:
-    """Poll ``predicate`` until it answers something truthy; fail after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(step)
-
-
-def wait_lapsed(client: redis.Redis, queue: str, *job_ids: str) -> None:
-    """Wait until every given id's lease (its active score) is at or before server now."""
-    active = Keys(queue).active
-
-    def lapsed() -> bool:
-        now = server_ms(client)
-        scores = [client.zscore(active, job_id) for job_id in job_ids]
-        assert all(s is not None for s in scores), "a job left active while waiting"
-        return all(s is not None and s <= now for s in scores)
-
-    wait_until(lapsed)
-    # ZRANGEBYSCORE takes scores <= now: one more millisecond makes every reader agree
-    time.sleep(0.002)
-
-
-def closed_url() -> str:
-    """A redis:// URL nothing listens on (a port just freed by the OS)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"redis://127.0.0.1:{port}/0"

@@ -1,65 +1,8 @@
-"""Helpers shared by the archive tests (plain functions and classes, no fixtures)."""
+"""A flaky S3 in front of a real one: refusals, outages and a store that keeps nothing."""
 
 from __future__ import annotations
 
-import json
-import uuid
 from collections.abc import Callable
-from typing import Any
-
-from echomq.archive.remote import S3Remote
-from echomq.queue.connection import Connection
-from echomq.queue.keys import Keys
-
-OUTCOMES = ("completed", "cancelled", "dead")
-
-
-def bucket_name() -> str:
-    return f"t-{uuid.uuid4().hex[:16]}"
-
-
-class Recorder:
-    """Writes outcome entries into a queue's stream exactly as the queue's Lua does."""
-
-    def __init__(self, conn: Connection, queue: str) -> None:
-        self.conn = conn
-        self.queue = queue
-        self.key = Keys(queue).completions
-        self.written: list[tuple[str, dict[str, str]]] = []
-        self._n = 0
-
-    def add(self, count: int, at: int = 1_700_000_000_000) -> list[str]:
-        pipe = self.conn.redis.pipeline(transaction=False)
-        batch = []
-        for _ in range(count):
-            i = self._n
-            self._n += 1
-            outcome = OUTCOMES[i % 3]
-            result = {"completed": json.dumps({"n": i}), "cancelled": f"reason {i}",
-                      "dead": f"boom {i}"}[outcome]
-            fields = {"job": f"job-{i}", "outcome": outcome, "result": result,
-                      "attempts": str(1 + i % 4), "at": str(at + i), "created_at": str(at)}
-            batch.append(fields)
-            pipe.xadd(self.key, fields)
-        ids = pipe.execute()
-        self.written += list(zip(ids, batch, strict=True))
-        return list(ids)
-
-    def malformed(self, fields: dict[str, str] | None = None) -> str:
-        fields = fields or {"job": "broken", "outcome": "exploded", "attempts": "x"}
-        sid = self.conn.redis.xadd(self.key, fields)
-        self.written.append((sid, fields))
-        return str(sid)
-
-    def stream_ids(self) -> list[str]:
-        return [sid for sid, _ in self.conn.redis.xrange(self.key)]
-
-
-def remote_spec(remote: S3Remote, server: Any) -> dict[str, Any]:
-    """How a child process rebuilds the same remote."""
-    return {"bucket": remote.bucket, "prefix": remote.prefix, "endpoint_url": server.endpoint_url,
-            "region": "us-east-1", "aws_access_key_id": server.access_key,
-            "aws_secret_access_key": server.secret_key}
 
 
 class FlakyProxy:
@@ -141,21 +84,3 @@ class FlakyProxy:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-
-
-def folded_ids(remote: S3Remote, queue: str) -> list[str]:
-    """Every stream id in the remote's chain for ``queue``, in order (duplicates kept)."""
-    from echomq.archive.restore import plan
-
-    out: list[str] = []
-    for ref in plan(remote, queue).chain:
-        out += [item[0] for item in remote.get_slice(ref).items]
-    return out
-
-
-def floor_ids(floor: Any, queue: str) -> list[str]:
-    from echomq.archive.entries import id_key
-
-    ids = [e.stream_id for e in floor.entries(queue)] + [
-        q.stream_id for q in floor.quarantined(queue)]
-    return sorted(ids, key=id_key)

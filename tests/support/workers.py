@@ -1,4 +1,4 @@
-"""Handlers the worker-process tests run through ``emq worker tests.workers:NAME``."""
+"""Handlers the worker-process tests run through ``emq worker tests.support.workers:NAME``."""
 
 from __future__ import annotations
 
