@@ -21,9 +21,10 @@ import pytest
 import echomq
 from echomq.archive.seaweed import SeaweedS3
 from echomq.queue.embedded import EmbeddedValkey
+from tests.support import ROOT
 from tests.support.archive import bucket_name
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = ROOT / "README.md"
 
 
 def python_blocks() -> list[str]:

@@ -1,6 +1,6 @@
 """The chaos soak (issue 8, "Done means"): the books balance after a rough ride.
 
-Three worker processes (``tests/chaos_worker.py``: a recording Consumer, ``recovery="reap"``)
+Three worker processes (``tests/worker/chaos_worker.py``: a recording Consumer, ``recovery="reap"``)
 take a stream of mixed jobs (most 1-5 ms, some 50-300 ms) while the soak ``kill -9``s a
 random worker every few seconds (and starts a replacement), ``kill -9``s the AOF Valkey
 once and starts it again on the same port, and stops the S3 server (SeaweedFS) for a few
@@ -153,7 +153,7 @@ class Soak:
         spawned = len(self.workers) + len(self.killed) + len(self.exited)
         with open(self.log_dir / f"spawn-{spawned}.out", "wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.chaos_worker", self.server.url, self.queue,
+                [sys.executable, "-m", "tests.worker.chaos_worker", self.server.url, self.queue,
                  self.executor, str(self.log_dir), str(LEASE_MS), str(CONCURRENCY)],
                 cwd=ROOT, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         self.workers[proc.pid] = proc

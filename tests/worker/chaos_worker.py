@@ -1,6 +1,6 @@
 """One worker process of the chaos soak (tests/test_chaos_soak.py).
 
-``python -m tests.chaos_worker URL QUEUE EXECUTOR LOG_DIR LEASE_MS CONCURRENCY`` runs a
+``python -m tests.worker.chaos_worker URL QUEUE EXECUTOR LOG_DIR LEASE_MS CONCURRENCY`` runs a
 recording Consumer until SIGTERM (or until the soak kills it with SIGKILL). Every handler
 run appends ``job_id attempts pid run <time> <lease left>`` to this process's own log
 before it sleeps and ``job_id attempts pid done <time>`` after, with one unbuffered
