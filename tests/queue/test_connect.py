@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +14,6 @@ import redis
 import echomq
 from echomq.queue.embedded import EmbeddedValkey, SharedValkey, pid_alive
 from tests.support.servers import closed_url
-from tests.support.waits import wait_until
 
 LONG = 60_000
 
@@ -131,41 +126,3 @@ def test_connect_without_a_url_shares_the_folders_one_persistent_server(
     finally:
         first.close()
         SharedValkey(data_dir).stop()
-
-
-_OWNER = """
-import sys, time
-from echomq.queue.embedded import EmbeddedValkey
-server = EmbeddedValkey(sys.argv[1]).start()
-print(server.pid, flush=True)
-time.sleep(120)
-"""
-
-
-def test_a_private_server_dies_with_its_owner_killed_9(tmp_path: Path) -> None:
-    with subprocess.Popen([sys.executable, "-c", _OWNER, str(tmp_path)],
-                          stdout=subprocess.PIPE, text=True) as owner:
-        try:
-            assert owner.stdout is not None
-            pid = int(owner.stdout.readline())
-            assert pid_alive(pid)
-        finally:
-            owner.kill()  # SIGKILL: no atexit, no cleanup in the owner
-    wait_until(lambda: not pid_alive(pid), timeout=10)
-
-
-def test_a_private_server_started_from_a_thread_outlives_that_thread(tmp_path: Path) -> None:
-    """The parent-death signal follows the forking thread: servers fork from one that lasts."""
-    started: list[EmbeddedValkey] = []
-    helper = threading.Thread(target=lambda: started.append(EmbeddedValkey(tmp_path).start()))
-    helper.start()
-    helper.join()
-    [server] = started
-    try:
-        time.sleep(0.5)  # a signal sent at the helper's exit would have landed by now
-        assert server.running()
-        conn = echomq.connect(server.url)
-        assert conn.redis.ping()
-        conn.close()
-    finally:
-        server.cleanup()
