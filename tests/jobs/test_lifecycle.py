@@ -199,6 +199,10 @@ def test_below_the_threshold_a_stall_recovers_and_the_count_decides(
     row = job(conn, queue, job_id)
     assert (row.state, row.stalled, row.attempts, row.last_error) == ("dead", 3, 3, "stalled")
     assert echomq.metrics(conn, queue)["failed"] == 1
+    assert echomq.dead_jobs(conn, queue) == [job_id] and lease_of(conn, queue, job_id) is None
+    assert echomq.counts(conn, queue).as_dict() == {  # in the dead set and nowhere else
+        "pending": 1, "scheduled": 0, "active": 0, "completed": 0, "dead": 1,
+    }
     assert [j.id for j in echomq.claim(conn, queue, lease_ms=LONG, count=5)] == [later]
 
 

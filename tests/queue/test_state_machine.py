@@ -119,22 +119,6 @@ def test_a_lapsed_lease_reaped_is_pending_without_a_count(
     assert echomq.reap(conn, queue) == []
 
 
-def test_a_lapsed_lease_swept_is_pending_below_the_threshold_and_dead_at_it(
-    conn: echomq.Connection, queue: str
-) -> None:
-    job_id = echomq.add(conn, queue, {"n": 1})
-    echomq.claim(conn, queue, lease_ms=SHORT)
-    wait_lapsed(conn.redis, queue, job_id)
-    assert echomq.stalled_check(conn, queue, max_stalled=2) == echomq.StalledSweep([job_id], [])
-    assert (job(conn, queue, job_id).state, job(conn, queue, job_id).stalled) == ("pending", 1)
-    echomq.claim(conn, queue, lease_ms=SHORT)
-    wait_lapsed(conn.redis, queue, job_id)
-    assert echomq.stalled_check(conn, queue, max_stalled=2) == echomq.StalledSweep([], [job_id])
-    row = job(conn, queue, job_id)
-    assert (row.state, row.stalled, row.last_error) == ("dead", 2, "stalled")
-    assert where(conn, queue, job_id) == {"dead"}
-
-
 @pytest.mark.parametrize("delay_ms", [0, LONG])
 def test_remove_takes_a_pending_or_scheduled_job_away(
     conn: echomq.Connection, queue: str, delay_ms: int
