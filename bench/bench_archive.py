@@ -22,10 +22,10 @@ from rich.console import Console
 from rich.table import Table
 
 from echomq.archive import Driver, Floor, declare, restore
-from echomq.archive.seaweed import SeaweedS3
 from echomq.queue.connection import connect
-from echomq.queue.embedded import EmbeddedValkey
 from echomq.queue.keys import Keys
+from echomq.servers.seaweed import SeaweedS3
+from echomq.servers.valkey import EmbeddedValkey
 
 OUTCOMES = ("completed", "cancelled", "dead")
 

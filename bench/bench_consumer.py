@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import echomq
-from echomq.queue.embedded import EmbeddedValkey
+from echomq.servers.valkey import EmbeddedValkey
 
 HERE = Path(__file__).resolve().parent
 CEILING_LUA = """

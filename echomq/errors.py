@@ -6,6 +6,8 @@ The seed answers ``{:error, reason}``; here each reason is a subclass of
 
 from __future__ import annotations
 
+from typing import Protocol
+
 
 class EchoMQError(Exception):
     """Root of every error EchoMQ raises on purpose."""
@@ -73,3 +75,114 @@ class ChecksumMismatch(ArchiveError):
 
 class MissingSlice(ArchiveError):
     """The remote's slices do not chain: a range is missing."""
+
+
+class CancelledError(EchoMQError):
+    """Raised by ``check_or_raise`` at a safe point of a cancelled handler."""
+
+    def __init__(self, reason: str | None) -> None:
+        super().__init__(f"cancelled: {reason}" if reason else "cancelled")
+        self.reason = reason
+
+
+# -- the archive's failures (all ArchiveError) -------------------------------------------
+
+
+class LeaseLost(ArchiveError):
+    """Our lease lapsed or was taken over mid-fold: we stop before trimming anything."""
+
+
+class NotDeclared(ArchiveError):
+    """The queue's stream is not declared; the archive never trims it."""
+
+
+class NotArchiveOfRecord(ArchiveError):
+    """The stream's archive of record is one this driver does not write: it never trims."""
+
+
+class RemoteConflict(ArchiveError):
+    """The remote's history and this floor's disagree; nothing is overwritten or trimmed."""
+
+
+class StreamRewound(ArchiveError):
+    """The stream's ids went backwards past the floor's checkpoint; it is not trimmed."""
+
+
+class LostRange(Protocol):
+    """What :class:`StreamGap` reports: ``echomq.archive.Gap`` has this shape."""
+
+    @property
+    def queue(self) -> str: ...
+    @property
+    def after(self) -> str: ...
+    @property
+    def upto(self) -> str: ...
+    @property
+    def count(self) -> int | None: ...
+
+
+class StreamGap(ArchiveError):
+    """Entries after the floor's checkpoint left the stream before the floor took them.
+
+    ``after``/``upto`` bound the lost ids (``after`` < id <= ``upto``), ``count`` is how
+    many (``None``: unknown). The gap is recorded in the floor; nothing is trimmed until
+    :meth:`Driver.acknowledge_gap` accepts it.
+    """
+
+    def __init__(self, gap: LostRange) -> None:
+        count = "an unknown number of" if gap.count is None else str(gap.count)
+        super().__init__(
+            f"the outcome stream of {gap.queue!r} lost {count} entries after the floor's "
+            f"checkpoint {gap.after} (ids up to {gap.upto}) before they were folded: "
+            "trimmed or deleted outside the archive. Nothing is folded or trimmed until an "
+            "operator acknowledges the gap (Driver.acknowledge_gap / emq archive ack-gap)."
+        )
+        self.gap = gap
+        self.queue, self.after, self.upto, self.count = gap.queue, gap.after, gap.upto, gap.count
+
+
+class FloorError(ArchiveError):
+    """The floor's LMDB store failed; the message names the floor and the cause."""
+
+
+class FloorFull(FloorError):
+    """The filesystem under the floor has no room for what the floor must write."""
+
+
+class FloorGap(ArchiveError):
+    """A slice would leave a hole after the floor's checkpoint; it is refused."""
+
+
+class RemoteRefused(RemoteUnavailable):
+    """The store answered, but refused (credentials, permissions, a missing bucket)."""
+
+
+class UploadUnconfirmed(RemoteRefused):
+    """The store accepted an upload, but the object is not there as sent; nothing that
+    relies on it is trimmed."""
+
+
+class ManifestConflict(ArchiveError):
+    """The manifest moved under us, or the update would move it backwards."""
+
+
+class ManifestCorrupt(ArchiveError):
+    """The manifest cannot be read: not JSON, an unknown or older format, or inconsistent."""
+
+
+class ManifestMissing(MissingSlice):
+    """The bucket holds slices of a queue but no manifest: its newest history may have been
+    cut. Restore from the chain alone only when asked (``rebuild_manifest=True``)."""
+
+
+class SliceCorrupt(ChecksumMismatch):
+    """A slice object's bytes are not the slice its name and checksum promise."""
+
+
+class ChainBroken(ChecksumMismatch):
+    """A slice's digest is not the one its successor, the manifest or the floor recorded:
+    it was rewritten, replaced or moved."""
+
+
+class LauncherError(ArchiveError):
+    """A local S3 endpoint could not be started."""

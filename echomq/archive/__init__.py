@@ -4,7 +4,30 @@
 :class:`Floor`, and ``restore`` a floor on a fresh machine from the remote alone.
 """
 
-from echomq.archive.declared import (
+from echomq.archive.driver import CRASH_POINTS, Driver, FoldReport, fold_declared
+from echomq.archive.entries import ArchivedEntry, Outcome, QuarantinedEntry
+from echomq.archive.floor import Audit, Floor, FloorStatus, Gap
+from echomq.archive.remote import Manifest, Remote, S3Remote
+from echomq.archive.restore import QueueReport, plan, restore, verify
+from echomq.errors import (
+    ChainBroken,
+    FloorError,
+    FloorFull,
+    FloorGap,
+    LeaseLost,
+    ManifestConflict,
+    ManifestCorrupt,
+    ManifestMissing,
+    NotArchiveOfRecord,
+    NotDeclared,
+    RemoteConflict,
+    RemoteRefused,
+    SliceCorrupt,
+    StreamGap,
+    StreamRewound,
+    UploadUnconfirmed,
+)
+from echomq.queue.declared import (
     archive_of_record,
     declare,
     declared_queues,
@@ -12,30 +35,6 @@ from echomq.archive.declared import (
     record_address,
     undeclare,
 )
-from echomq.archive.driver import (
-    CRASH_POINTS,
-    Driver,
-    FoldReport,
-    RemoteConflict,
-    StreamGap,
-    StreamRewound,
-    fold_declared,
-)
-from echomq.archive.entries import ArchivedEntry, Outcome, QuarantinedEntry
-from echomq.archive.floor import Audit, Floor, FloorGap, FloorStatus, Gap
-from echomq.archive.lease import LeaseLost, NotArchiveOfRecord, NotDeclared
-from echomq.archive.lmdbstore import FloorError, FloorFull
-from echomq.archive.remote import (
-    Manifest,
-    ManifestConflict,
-    ManifestCorrupt,
-    Remote,
-    RemoteRefused,
-    S3Remote,
-    UploadUnconfirmed,
-)
-from echomq.archive.restore import ManifestMissing, QueueReport, plan, restore, verify
-from echomq.archive.slices import ChainBroken, SliceCorrupt
 
 __all__ = [
     "CRASH_POINTS",

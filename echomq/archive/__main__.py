@@ -1,5 +1,8 @@
-"""``python -m echomq.archive [DIR]``: a local SeaweedFS S3 endpoint in the foreground."""
+"""``python -m echomq.archive ...``: the archive's commands, the same as ``emq archive ...``.
 
-from echomq.archive.seaweed import main
+(The SeaweedFS launcher lives at ``python -m echomq.servers.seaweed``.)
+"""
 
-main()
+from echomq.cli.archive import archive
+
+archive(prog_name="python -m echomq.archive")

@@ -12,7 +12,7 @@ Two more guards stand before every trim. The stream is checked for entries lost 
 floor's checkpoint (trimmed or deleted by someone else): such a fold stops with
 :class:`StreamGap`, records the gap in the floor and trims nothing until an operator
 acknowledges it (:meth:`Driver.acknowledge_gap`). And only a driver that writes to the
-stream's archive of record trims (see :mod:`echomq.archive.declared`); any other folds
+stream's archive of record trims (see :mod:`echomq.queue.declared`); any other folds
 into its floor and reports ``trim_refused``.
 """
 
@@ -26,28 +26,41 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import redis
 
-from echomq.archive.declared import (
+from echomq.archive.entries import MAX_U64, entry_line, id_after, id_key, id_lt, parse_stream_id
+from echomq.archive.floor import Floor, Gap, GapBaseline
+from echomq.archive.fold_lease import FoldLease
+from echomq.archive.remote import Manifest, ManifestConflict, Remote
+from echomq.archive.report import ArchiveReport
+from echomq.archive.restore import pull
+from echomq.archive.slices import ZERO_ID, RawItem, SliceContent, build_slice, decode_slice
+from echomq.errors import (
+    ArchiveError,
+    ConnectionFailed,
+    InvalidArgument,
+    NotArchiveOfRecord,
+    NotDeclared,
+    StreamUnavailable,
+)
+from echomq.errors import RemoteConflict as RemoteConflict
+from echomq.errors import StreamGap as StreamGap
+from echomq.errors import StreamRewound as StreamRewound
+from echomq.queue.connection import Connection
+from echomq.queue.declared import (
     archive_of_record,
-    client,
     declared_queues,
     is_declared,
     record_address,
 )
-from echomq.archive.entries import MAX_U64, entry_line, id_after, id_key, id_lt, parse_stream_id
-from echomq.archive.floor import Floor, Gap, GapBaseline
-from echomq.archive.lease import FoldLease, NotArchiveOfRecord, NotDeclared
-from echomq.archive.remote import Manifest, ManifestConflict, Remote
-from echomq.archive.restore import pull
-from echomq.archive.slices import ZERO_ID, RawItem, SliceContent, build_slice, decode_slice
-from echomq.errors import ArchiveError, InvalidArgument, StreamUnavailable
 from echomq.queue.keys import Keys
 
 log = logging.getLogger(__name__)
+_REDIS_FAILED = (redis.RedisError, ConnectionFailed)
+"""A Redis failure: a raw client's, or one the executor (the fold lease's scripts) named."""
 
 CRASH_POINTS = ("after_floor_commit", "during_upload", "before_manifest", "after_upload",
                 "before_trim", "after_trim")
@@ -68,42 +81,10 @@ def _quiet_gc() -> Iterator[None]:
             gc.enable()
 
 
-class RemoteConflict(ArchiveError):
-    """The remote's history and this floor's disagree; nothing is overwritten or trimmed."""
-
-
-class StreamRewound(ArchiveError):
-    """The stream's ids went backwards past the floor's checkpoint; it is not trimmed."""
-
-
-class StreamGap(ArchiveError):
-    """Entries after the floor's checkpoint left the stream before the floor took them.
-
-    ``after``/``upto`` bound the lost ids (``after`` < id <= ``upto``), ``count`` is how
-    many (``None``: unknown). The gap is recorded in the floor; nothing is trimmed until
-    :meth:`Driver.acknowledge_gap` accepts it.
-    """
-
-    def __init__(self, gap: Gap) -> None:
-        count = "an unknown number of" if gap.count is None else str(gap.count)
-        super().__init__(
-            f"the outcome stream of {gap.queue!r} lost {count} entries after the floor's "
-            f"checkpoint {gap.after} (ids up to {gap.upto}) before they were folded: "
-            "trimmed or deleted outside the archive. Nothing is folded or trimmed until an "
-            "operator acknowledges the gap (Driver.acknowledge_gap / emq archive ack-gap)."
-        )
-        self.gap = gap
-        self.queue, self.after, self.upto, self.count = gap.queue, gap.after, gap.upto, gap.count
-
-
-@dataclass(frozen=True, slots=True)
-class FoldReport:
+@dataclass(slots=True)
+class FoldReport(ArchiveReport):
     """What one fold did. ``entries`` counts every new stream entry, quarantined included."""
 
-    queue: str
-    entries: int = 0
-    quarantined: int = 0
-    slices: int = 0
     uploaded: int = 0
     pulled: int = 0
     trimmed: int = 0
@@ -111,9 +92,6 @@ class FoldReport:
     seconds: float = 0.0
     error: str | None = None
     trim_refused: str | None = None
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 class _Tally:
@@ -141,7 +119,7 @@ class Driver:
 
     def __init__(
         self,
-        conn: object,
+        conn: Connection,
         floor: Floor | str | os.PathLike[str],
         remote: Remote | None = None,
         *,
@@ -156,7 +134,8 @@ class Driver:
                             ("lease_ms", lease_ms)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise InvalidArgument(f"{name} must be a positive integer, got {value!r}")
-        self.redis = client(conn)
+        self.conn = conn
+        self.redis = conn.redis
         # The same pool, minus redis-py's per-entry reply parsing: XRANGE is the hot read.
         self._raw: redis.Redis | None = None
         if isinstance(self.redis, redis.Redis):  # a cluster client keeps the parsed path
@@ -199,18 +178,18 @@ class Driver:
         tally = _Tally(queue)
         try:
             with self._folding:
-                if not is_declared(self.redis, queue):
+                if not is_declared(self.conn, queue):
                     raise NotDeclared(f"the outcome stream of {queue!r} is not declared; "
                                       "declare it before archiving (it is never trimmed "
                                       "otherwise)")
                 lease = FoldLease(self.redis, queue, self.lease_ms, self.wait_ms,
-                                  token=self._lease_token).acquire()
+                                  token=self._lease_token, url=self.conn.url).acquire()
                 try:
                     self._fold_slices(keys, queue, lease, tally)
                 finally:
-                    with suppress(redis.RedisError):  # never mask the fold's own error
+                    with suppress(*_REDIS_FAILED):  # never mask the fold's own error
                         lease.release()
-        except redis.RedisError as exc:
+        except _REDIS_FAILED as exc:
             error = StreamUnavailable(f"the Redis server failed while folding {queue!r} "
                                       f"(nothing unsafe was trimmed): {exc}")
             error.report = tally.freeze(self._checkpoint_or_unknown(queue), repr(error))  # type: ignore[attr-defined]
@@ -245,7 +224,7 @@ class Driver:
         """Fold every declared queue once; a queue that fails is reported with ``error``
         set (and logged) and the others still fold."""
         reports: dict[str, FoldReport] = {}
-        for queue in declared_queues(self.redis):
+        for queue in declared_queues(self.conn):
             try:
                 reports[queue] = self.fold(queue)
             except ArchiveError as exc:
@@ -449,7 +428,7 @@ class Driver:
         try:
             tally.counts["trimmed"] += lease.trim(id_after(safe), writes, also)
         except NotArchiveOfRecord:
-            self._refuse_trim(queue, tally, archive_of_record(self.redis, queue))
+            self._refuse_trim(queue, tally, archive_of_record(self.conn, queue))
             return
         self.floor.record_trim(queue, safe)
         self._at("after_trim")
@@ -468,7 +447,7 @@ class Driver:
         the fenced trim checks again). Unset: the trim claims it."""
         if not tally.record_checked:
             tally.record_checked = True
-            record = archive_of_record(self.redis, queue)
+            record = archive_of_record(self.conn, queue)
             if record is not None and record not in self._archives():
                 self._refuse_trim(queue, tally, record)
         return tally.trim_refused is None
@@ -568,7 +547,7 @@ def _find_loss(info: dict[str, Any], base: GapBaseline) -> tuple[str, int | None
     return max(bounds, key=id_key), missing
 
 
-def fold_declared(conn: object, floor: Floor | str | os.PathLike[str],
+def fold_declared(conn: Connection, floor: Floor | str | os.PathLike[str],
                   remote: Remote | None = None, **options: object) -> dict[str, FoldReport]:
     """Fold every declared queue once (the scheduler's job). A queue that fails is
     reported with ``error`` set and the others still fold."""

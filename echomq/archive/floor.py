@@ -38,16 +38,13 @@ from echomq.archive.entries import (
 )
 from echomq.archive.lmdbstore import Dbs, FloorError, FloorFull, LmdbStore, Txn
 from echomq.archive.slices import ZERO_ID, RawItem, SliceContent, SliceMeta, build_slice
-from echomq.errors import ArchiveError, ChecksumMismatch
+from echomq.errors import ChecksumMismatch
+from echomq.errors import FloorGap as FloorGap
 from echomq.queue.keys import check_name
 
 DEFAULT_MAP_SIZE = 64 * 1024 * 1024
 _DBS = ("entries", "by_job", "by_outcome", "by_time", "quarantine", "slices", "pending",
         "queues")
-
-
-class FloorGap(ArchiveError):
-    """A slice would leave a hole after the floor's checkpoint; it is refused."""
 
 
 _IDENTITY_KEY = b"\x00floor-id"  # in "queues": no queue name holds a NUL, none sorts first
@@ -478,6 +475,10 @@ class Floor(LmdbStore):
         return int((info["last_pgno"] + 1) * stat["psize"])
 
     # -- gaps: entries lost before the floor took them ------------------------------------
+
+    def record_address(self) -> str:
+        """How a declaration names this floor as an archive of record."""
+        return f"floor:{self.identity()}"
 
     def identity(self) -> str:
         """This floor's own id (made once, kept in the floor): how an archive of record

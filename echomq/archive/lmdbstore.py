@@ -24,6 +24,8 @@ from typing import Any, TypeVar, cast
 import lmdb
 
 from echomq.errors import ArchiveError
+from echomq.errors import FloorError as FloorError
+from echomq.errors import FloorFull as FloorFull
 
 T = TypeVar("T")
 Txn = lmdb.Transaction
@@ -33,14 +35,6 @@ LOCK_BYTES = 16 * 1024
 """What the lock file is given before LMDB opens it (LMDB needs ~8 KiB for 126 readers)."""
 MIN_FREE_BYTES = 256 * 1024
 """Free space a floor needs to open (its first pages) or to grow by at least this much."""
-
-
-class FloorError(ArchiveError):
-    """The floor's LMDB store failed; the message names the floor and the cause."""
-
-
-class FloorFull(FloorError):
-    """The filesystem under the floor has no room for what the floor must write."""
 
 
 def free_bytes(path: str) -> int:

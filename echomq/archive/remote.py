@@ -36,30 +36,20 @@ from echomq.archive.slices import (
     decode_slice,
     parse_slice_name,
 )
-from echomq.errors import ArchiveError, ChecksumMismatch, RemoteUnavailable
+from echomq.errors import (
+    ChecksumMismatch,
+    RemoteUnavailable,
+)
+from echomq.errors import ManifestConflict as ManifestConflict
+from echomq.errors import ManifestCorrupt as ManifestCorrupt
+from echomq.errors import RemoteRefused as RemoteRefused
+from echomq.errors import UploadUnconfirmed as UploadUnconfirmed
 
 T = TypeVar("T")
 _session_lock = threading.Lock()
 _session: boto3.session.Session | None = None
 _RETRY_CODES = {"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout",
                 "Throttling", "ThrottlingException", "RequestTimeTooSkewed"}
-
-
-class RemoteRefused(RemoteUnavailable):
-    """The store answered, but refused (credentials, permissions, a missing bucket)."""
-
-
-class UploadUnconfirmed(RemoteRefused):
-    """The store accepted an upload, but the object is not there as sent; nothing that
-    relies on it is trimmed."""
-
-
-class ManifestConflict(ArchiveError):
-    """The manifest moved under us, or the update would move it backwards."""
-
-
-class ManifestCorrupt(ArchiveError):
-    """The manifest cannot be read: not JSON, an unknown or older format, or inconsistent."""
 
 
 MANIFEST_FORMAT = "emq-manifest/2"
@@ -157,6 +147,9 @@ class Remote(Protocol):
     def address(self, name: str) -> str:
         """A human address of an object, for error messages."""
 
+    def record_address(self) -> str:
+        """How a declaration names this store as an archive of record."""
+
 
 class S3Remote:
     """A :class:`Remote` on any S3-compatible store, through boto3.
@@ -220,6 +213,10 @@ class S3Remote:
 
     def address(self, name: str) -> str:
         return f"s3://{self.bucket}/{self.prefix}{name}"
+
+    def record_address(self) -> str:
+        where = f" at {self.endpoint_url}" if self.endpoint_url else ""
+        return self.address("") + where
 
     def _call(self, what: str, fn: Callable[..., T], **kwargs: Any) -> T:
         """One request with bounded retries; a ClientError that is not transient passes."""

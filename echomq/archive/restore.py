@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING
 
 from echomq.archive.entries import id_lt
 from echomq.archive.floor import Floor
+from echomq.archive.report import ArchiveReport
 from echomq.archive.slices import GENESIS, ZERO_ID, ChainBroken, SliceContent, SliceRef
+from echomq.errors import ManifestMissing as ManifestMissing
 from echomq.errors import MissingSlice
 
 if TYPE_CHECKING:
@@ -34,11 +36,6 @@ if TYPE_CHECKING:
 
 Tick = Callable[[int], None]
 PREFETCH = 2
-
-
-class ManifestMissing(MissingSlice):
-    """The bucket holds slices of a queue but no manifest: its newest history may have been
-    cut. Restore from the chain alone only when asked (``rebuild_manifest=True``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,22 +55,15 @@ class Plan:
 
 
 @dataclass(slots=True)
-class QueueReport:
+class QueueReport(ArchiveReport):
     """What restore or verify found for one queue. ``head_digest`` fixes the whole chain:
     keep it somewhere else to check the bucket against later (``verify(pins=...)``)."""
 
-    queue: str
-    slices: int = 0
-    entries: int = 0
-    quarantined: int = 0
     skipped: int = 0
     head: str = ZERO_ID
     orphans: list[str] = field(default_factory=list)
     head_digest: str = GENESIS
     rebuilt: bool = False
-
-    def to_dict(self) -> dict[str, object]:
-        return {f: getattr(self, f) for f in self.__dataclass_fields__}
 
 
 def plan(remote: Remote, queue: str, *, rebuild_manifest: bool = False) -> Plan:

@@ -27,7 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from echomq.archive.entries import id_key, id_lt, parse_stream_id
-from echomq.errors import ChecksumMismatch, InvalidArgument
+from echomq.errors import ChainBroken as ChainBroken
+from echomq.errors import InvalidArgument, SliceCorrupt
 
 FORMAT = "emq-slice/2"
 OLD_FORMATS = ("emq-slice/1",)
@@ -40,15 +41,6 @@ _NAME = re.compile(rf"(?P<queue>[^/]+)/slices/{_WIDE_ID}_{_WIDE_ID}_{_WIDE_ID}\.
 
 RawItem = tuple[str, Mapping[str, str], bytes]
 """One raw entry: stream id, its fields, and its canonical line (see ``entry_line``)."""
-
-
-class SliceCorrupt(ChecksumMismatch):
-    """A slice object's bytes are not the slice its name and checksum promise."""
-
-
-class ChainBroken(ChecksumMismatch):
-    """A slice's digest is not the one its successor, the manifest or the floor recorded:
-    it was rewritten, replaced or moved."""
 
 
 def wide_id(value: str) -> str:

@@ -12,7 +12,8 @@ import threading
 from dataclasses import dataclass
 from typing import Literal
 
-from echomq.errors import EchoMQError, JobGone, NotCancellable
+from echomq.errors import CancelledError as CancelledError
+from echomq.errors import JobGone, NotCancellable
 from echomq.jobs.settle import remove_job
 from echomq.queue.connection import Connection
 from echomq.queue.events import publish
@@ -43,14 +44,6 @@ class Cancelled:
     """``check`` found this token cancelled, for ``reason``."""
 
     reason: str | None
-
-
-class CancelledError(EchoMQError):
-    """Raised by ``check_or_raise`` at a safe point of a cancelled handler."""
-
-    def __init__(self, reason: str | None) -> None:
-        super().__init__(f"cancelled: {reason}" if reason else "cancelled")
-        self.reason = reason
 
 
 def new() -> CancelToken:

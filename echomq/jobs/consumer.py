@@ -221,7 +221,7 @@ class Consumer:
         while not self._stop.is_set():
             try:
                 if self.record:
-                    from echomq.archive.declared import declare  # only a recorder pays for it
+                    from echomq.queue.declared import declare
 
                     declare(self.conn, self.queue)
                 else:

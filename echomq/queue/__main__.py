@@ -1,5 +1,5 @@
 """``python -m echomq.queue [DIR]``: a private Valkey in the foreground (prints its URL)."""
 
-from echomq.queue.embedded import main
+from echomq.servers.valkey import main
 
 main()

@@ -22,7 +22,7 @@ def counts(conn: Connection, queue: str) -> Counts:
     pipe = conn.redis.pipeline(transaction=False)
     for key in (keys.pending, keys.scheduled, keys.active, keys.completed, keys.dead):
         pipe.zcard(key)
-    pipe.smembers(keys.base + "groups")
+    pipe.smembers(keys.groups)
     pending, scheduled, active, completed, dead, groups = pipe.execute()
     if groups:
         pipe = conn.redis.pipeline(transaction=False)

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Literal
 import redis
 
 from echomq.errors import ConnectionFailed, InvalidArgument
-from echomq.queue.embedded import DATA_DIR_ENV, SharedValkey
+from echomq.servers.shared import SharedValkey
+from echomq.servers.valkey import DATA_DIR_ENV
 
 if TYPE_CHECKING:
     from echomq.queue.executors import Executor

@@ -1,8 +1,9 @@
 """Two executors, one transition: EVALSHA scripts and the Redis Functions library.
 
-Both take a transition name, its keys and its arguments, and return the same
-reply; both map error replies through :mod:`echomq.queue.replies`. Everything
-above this module is unaware which one runs.
+Both take a transition (its name, or a registry script), its keys and its
+arguments, and return the same reply; both map error replies through
+:mod:`echomq.queue.replies`. Everything above this module is unaware which one
+runs. A script outside the library (the archive's) runs by EVALSHA on both.
 """
 
 from __future__ import annotations
@@ -36,9 +37,13 @@ class Executor:
         self.client = client
         self.url = redact_url(url)  # only ever shown in messages
 
-    def run(self, transition: str, keys: Sequence[str], args: Sequence[Arg]) -> Any:
+    def run(
+        self, transition: str | registry.Transition, keys: Sequence[str], args: Sequence[Arg]
+    ) -> Any:
+        t = registry.transitions()[transition] if isinstance(transition, str) else transition
+        t.check_keys(keys)
         try:
-            return self._run(registry.transitions()[transition], keys, args)
+            return self._run(t, keys, args)
         except redis.ResponseError as exc:
             mapped = translate(exc)
             if mapped is not None:
@@ -61,6 +66,8 @@ class Executor:
         if not calls:
             return []
         table = registry.transitions()
+        for name, keys, _ in calls:
+            table[name].check_keys(keys)
         try:
             replies = self._pipeline([(table[n], k, a) for n, k, a in calls])
             missing = [i for i, r in enumerate(replies) if self._is_missing(r)]
@@ -97,17 +104,24 @@ class Executor:
         raise NotImplementedError
 
 
-class ScriptsExecutor(Executor):
+def evalsha(
+    client: redis.Redis, t: registry.Transition, keys: Sequence[str], args: Sequence[Arg]
+) -> Any:
     """EVALSHA first; on NOSCRIPT (a flush, a restart, a failover) load and retry once."""
+    try:
+        return client.evalsha(t.sha, len(keys), *keys, *args)
+    except redis.exceptions.NoScriptError:
+        client.script_load(t.script)
+        return client.evalsha(t.sha, len(keys), *keys, *args)
+
+
+class ScriptsExecutor(Executor):
+    """Every transition as an EVALSHA script (see :func:`evalsha`)."""
 
     name = "scripts"
 
     def _run(self, t: registry.Transition, keys: Sequence[str], args: Sequence[Arg]) -> Any:
-        try:
-            return self.client.evalsha(t.sha, len(keys), *keys, *args)
-        except redis.exceptions.NoScriptError:
-            self.client.script_load(t.script)
-            return self.client.evalsha(t.sha, len(keys), *keys, *args)
+        return evalsha(self.client, t, keys, args)
 
     def _queue(
         self, pipe: Any, t: registry.Transition, keys: Sequence[str], args: Sequence[Arg]
@@ -150,6 +164,8 @@ class FunctionsExecutor(Executor):
             self._checked = True
 
     def _run(self, t: registry.Transition, keys: Sequence[str], args: Sequence[Arg]) -> Any:
+        if not t.in_library:
+            return evalsha(self.client, t, keys, args)
         self.ensure_library()
         try:
             return self.client.fcall(t.function, len(keys), *keys, *args)

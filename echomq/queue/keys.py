@@ -108,6 +108,11 @@ class Keys:
         return self._key("glimits")
 
     @cached_property
+    def groups(self) -> str:
+        """Every group that has ever had a job (the set ``counts`` walks for lane sizes)."""
+        return self._key("groups")
+
+    @cached_property
     def ring(self) -> str:
         return self._key("ring")
 
@@ -123,7 +128,3 @@ class Keys:
     @cached_property
     def archive_lease(self) -> str:
         return self._key("archive-lease")
-
-
-def keys_for(queue: str) -> Keys:
-    return Keys(queue)

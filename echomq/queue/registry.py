@@ -1,22 +1,35 @@
-"""The Lua registry: every transition's source, loaded once from ``lua/*.lua``.
+"""The Lua registry: every script's source, loaded once from a package's ``lua/*.lua``.
 
-Each file is one transition (its header lists KEYS, ARGV and replies). The
-scripts executor runs ``_lib.lua`` + the file as one EVALSHA script; the
-functions executor runs the same bodies wrapped as functions of one library,
-``echomq``. Python never builds Lua beyond this wrapping.
+Each file is one transition (its header lists KEYS, ARGV and replies), named
+``<verb>-<numkeys>.lua`` as BullMQ names its scripts: the registry checks the name's
+key count against the KEYS the body reads, and every call against that count.
+
+The queue's transitions (:func:`transitions`) form the functions library: the
+scripts executor runs ``_lib.lua`` + the file as one EVALSHA script; the functions
+executor runs the same bodies wrapped as functions of one library, ``echomq``.
+Another part's scripts (the archive's fold lease, :func:`scripts`) are script-only:
+both executors run them by EVALSHA through the same code path. Python never builds
+Lua beyond this wrapping.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 
+from echomq.errors import InvalidKey
+
 LIBRARY_NAME = "echomq"
 _SCRIPT_PRELUDE = "local EMQ_NATIVE = false\n"
 _LIBRARY_PRELUDE = f"#!lua name={LIBRARY_NAME}\nlocal EMQ_NATIVE = true\n"
+_FILENAME = re.compile(r"^(?P<verb>[a-z][a-z_]*)-(?P<numkeys>\d+)\.lua$")
+_KEY_READ = re.compile(r"\bKEYS\[(\d+)\]")
+QUEUE_PACKAGE = "echomq.queue"
 
 
 @dataclass(frozen=True)
@@ -24,8 +37,15 @@ class Transition:
     """One transition: its name, its file's body, and the script text EVALSHA runs."""
 
     name: str
+    numkeys: int
     body: str
     script: str
+    in_library: bool = True
+
+    def check_keys(self, keys: Sequence[str]) -> None:
+        """Refuse a call whose key count is not the file's (a wrong builder, not input)."""
+        if len(keys) != self.numkeys:
+            raise InvalidKey(f"{self.name} takes {self.numkeys} keys, got {len(keys)}")
 
     @property
     def sha(self) -> str:
@@ -37,25 +57,58 @@ class Transition:
         return f"emq_{self.name}"
 
 
-def _read(name: str) -> str:
-    return _lua_dir().joinpath(name).read_text(encoding="utf-8")
+def _lua_dir(package: str) -> Traversable:
+    return resources.files(package).joinpath("lua")
 
 
-def _lua_dir() -> Traversable:
-    return resources.files("echomq.queue").joinpath("lua")
+def _read_lib(package: str) -> str:
+    """The package's shared helpers (``_lib.lua``), or nothing when it has none."""
+    lib = _lua_dir(package).joinpath("_lib.lua")
+    return lib.read_text(encoding="utf-8") if lib.is_file() else ""
 
 
-@cache
-def transitions() -> dict[str, Transition]:
-    lib = _read("_lib.lua")
+def _numkeys(filename: str, body: str) -> tuple[str, int]:
+    """The verb and key count a file's name states, checked against the KEYS it reads."""
+    named = _FILENAME.match(filename)
+    if named is None:
+        raise RuntimeError(f"{filename}: a script file is named <verb>-<numkeys>.lua")
+    numkeys = int(named["numkeys"])
+    read = max((int(n) for n in _KEY_READ.findall(body)), default=0)
+    if read != numkeys:
+        raise RuntimeError(f"{filename}: its name says {numkeys} keys, its body reads {read}")
+    return named["verb"], numkeys
+
+
+def _load(package: str, in_library: bool) -> dict[str, Transition]:
+    lib = _read_lib(package)
     found: dict[str, Transition] = {}
-    for entry in sorted(_lua_dir().iterdir(), key=str):
+    for entry in sorted(_lua_dir(package).iterdir(), key=str):
         filename = entry.name
         if not filename.endswith(".lua") or filename.startswith("_"):
             continue
         body = entry.read_text(encoding="utf-8")
-        name = filename.removesuffix(".lua")
-        found[name] = Transition(name, body, _SCRIPT_PRELUDE + lib + "\n" + body)
+        name, numkeys = _numkeys(filename, body)
+        script = _SCRIPT_PRELUDE + lib + "\n" + body
+        found[name] = Transition(name, numkeys, body, script, in_library)
+    return found
+
+
+@cache
+def transitions() -> dict[str, Transition]:
+    """The queue's transitions: the functions library is built from exactly these."""
+    return _load(QUEUE_PACKAGE, in_library=True)
+
+
+@cache
+def scripts(package: str) -> dict[str, Transition]:
+    """Another part's scripts (``package``'s ``lua/``), run by EVALSHA on either executor.
+
+    Their names share one namespace with the queue's transitions (one reply table).
+    """
+    found = _load(package, in_library=False)
+    clash = set(found) & set(transitions())
+    if clash:
+        raise RuntimeError(f"{package} scripts reuse transition names: {sorted(clash)}")
     return found
 
 
@@ -66,7 +119,7 @@ def library() -> tuple[str, str]:
     ``emq_version`` answers the version, so a client can tell whether the
     server holds this exact library before it calls anything else.
     """
-    parts = [_LIBRARY_PRELUDE, _read("_lib.lua")]
+    parts = [_LIBRARY_PRELUDE, _read_lib(QUEUE_PACKAGE)]
     for t in transitions().values():
         parts.append(f"\nlocal function {t.function}(KEYS, ARGV)\n{t.body}\nend\n")
         parts.append(f"redis.register_function('{t.function}', {t.function})\n")

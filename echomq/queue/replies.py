@@ -1,9 +1,11 @@
 """One reply table: every code or error a transition answers, and its exception.
 
-Integer codes come from the ``.lua`` headers; error replies are recognised by
-their prefix here and nowhere else (redis-py hands an unknown prefix over as a
-bare ``ResponseError``). ``tests/test_replies.py`` checks that every code any
-``.lua`` file returns has an entry.
+Integer codes come from the ``.lua`` headers: the queue's transitions share
+:data:`CODES`; a script whose codes mean something else (the archive's fold lease)
+has its own row in :data:`SCRIPT_CODES`. Error replies are recognised by their
+prefix here and nowhere else (redis-py hands an unknown prefix over as a bare
+``ResponseError``). ``tests/test_replies.py`` checks that every code any ``.lua``
+file returns, the queue's and the archive's, has an entry.
 """
 
 from __future__ import annotations
@@ -16,7 +18,11 @@ from echomq.errors import (
     InvalidKey,
     JobGone,
     LaneNotNative,
+    LeaseHeld,
+    LeaseLost,
     NotActive,
+    NotArchiveOfRecord,
+    NotDeclared,
     NotRemovable,
     StaleToken,
 )
@@ -26,6 +32,22 @@ CODES: dict[int, type[EchoMQError]] = {
     -2: StaleToken,
     -3: NotActive,
     -4: NotRemovable,
+}
+
+SCRIPT_CODES: dict[str, dict[int, type[EchoMQError]]] = {
+    "fold_acquire": {0: LeaseHeld},
+    "fold_renew": {-1: LeaseLost},
+    "fold_release": {},
+    "fold_trim": {-1: LeaseLost, -2: NotDeclared, -3: NotArchiveOfRecord},
+}
+"""Every failure code of a script with codes of its own (the rest are successes)."""
+
+_MESSAGES: dict[type[EchoMQError], str] = {
+    LeaseHeld: "another archive driver holds the fold lease of {subject!r}",
+    LeaseLost: "the fold lease of {subject!r} lapsed or was taken over; nothing more is trimmed",
+    NotDeclared: "the outcome stream of {subject!r} is not declared; the archive never trims it",
+    NotArchiveOfRecord: "the archive of record of {subject!r} is one this driver does not "
+                        "write; it folds but never trims",
 }
 
 ERROR_PREFIXES: dict[str, type[EchoMQError]] = {
@@ -42,6 +64,20 @@ def raise_for_code(code: int, job_id: str, verb: str) -> None:
     error = CODES.get(code)
     if error is not None:
         raise error(f"{verb} {job_id!r}: {error.__name__}")
+
+
+def codes_of(transition: str) -> dict[int, type[EchoMQError]]:
+    """The failure codes ``transition`` answers: its own row, else the queue's."""
+    return SCRIPT_CODES.get(transition, CODES)
+
+
+def raise_for_reply(transition: str, code: int, subject: str) -> int:
+    """Raise the exception ``transition``'s ``code`` means; pass a success code on."""
+    error = codes_of(transition).get(code)
+    if error is not None:
+        message = _MESSAGES.get(error, "{verb} {subject!r}: {name}")
+        raise error(message.format(verb=transition, subject=subject, name=error.__name__))
+    return code
 
 
 def translate(exc: redis.ResponseError) -> EchoMQError | None:

@@ -246,7 +246,7 @@ def test_the_command_line_refuses_a_cut_bucket_unless_asked(
 ) -> None:
     from click.testing import CliRunner
 
-    from echomq.archive.cli import archive_cli
+    from echomq.cli.archive import archive_cli
 
     remote = seaweed.remote(bucket_name(), "")
     fold(rec, remote, tmp_path / "floor")

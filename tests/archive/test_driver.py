@@ -24,7 +24,7 @@ from echomq.archive import (
     verify,
 )
 from echomq.archive.entries import id_key
-from echomq.archive.lease import FoldLease
+from echomq.archive.fold_lease import FoldLease
 from echomq.archive.seaweed import SeaweedS3
 from echomq.errors import LeaseHeld, RemoteUnavailable
 from echomq.queue.connection import Connection, connect

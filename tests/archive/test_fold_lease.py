@@ -5,25 +5,29 @@ from __future__ import annotations
 import re
 from importlib import resources
 
-from echomq.archive.lease import REPLIES, SCRIPTS, FoldLease, LeaseLost
-from echomq.errors import LeaseHeld
+from echomq.archive.fold_lease import LUA_PACKAGE, FoldLease
+from echomq.errors import LeaseHeld, LeaseLost
+from echomq.queue import registry
 from echomq.queue.connection import Connection
+from echomq.queue.replies import SCRIPT_CODES
 
 
 def test_every_script_has_a_header_and_every_code_a_mapping() -> None:
     folder = resources.files("echomq.archive") / "lua"
-    names = sorted(p.name[:-4] for p in folder.iterdir() if p.name.endswith(".lua"))
-    assert names == sorted(SCRIPTS)
-    for name in names:
-        source = (folder / f"{name}.lua").read_text()
+    files = sorted(p.name for p in folder.iterdir() if p.name.endswith(".lua"))
+    scripts = registry.scripts(LUA_PACKAGE)
+    assert [f"{t.name}-{t.numkeys}.lua" for t in scripts.values()] == files
+    assert set(scripts) == {n for n in SCRIPT_CODES if n.startswith("fold_")}
+    for name, script in scripts.items():
+        source = script.body
         assert source.startswith(f"--[[ {name}:") and "KEYS[1]" in source
         assert "Replies:" in source
         returned = {int(v) for v in re.findall(r"return (-?\d+)\b", source)}
-        successes = {1} | ({0} if name == "release-1" else set())
-        missing = returned - successes - set(REPLIES[name])
+        successes = {1} | ({0} if name == "fold_release" else set())
+        missing = returned - successes - set(SCRIPT_CODES[name])
         assert not missing, f"{name} returns {missing} without a mapping"
         documented = {int(v) for v in re.findall(r"^\s+(-?\d+)\s", source, re.M)}
-        assert set(REPLIES[name]) <= documented
+        assert set(SCRIPT_CODES[name]) <= documented
 
 
 def test_the_lease_fences_renew_and_release(rconn: Connection, queue: str) -> None:

@@ -19,9 +19,9 @@ from click.testing import CliRunner
 
 from echomq import ArchiveError
 from echomq.archive import Floor, FloorFull, declare, fold_declared
-from echomq.archive.cli import archive_cli
 from echomq.archive.entries import entry_line
 from echomq.archive.slices import ZERO_ID, build_slice
+from echomq.cli.archive import archive_cli
 from echomq.queue.connection import Connection, connect
 from echomq.queue.embedded import EmbeddedValkey
 from tests.support.recorder import Recorder

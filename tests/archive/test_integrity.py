@@ -26,9 +26,9 @@ from echomq.archive import (
     record_address,
     restore,
 )
-from echomq.archive.cli import archive_cli
 from echomq.archive.entries import id_key
 from echomq.archive.seaweed import SeaweedS3
+from echomq.cli.archive import archive_cli
 from echomq.errors import StreamUnavailable
 from echomq.queue.connection import Connection
 from echomq.queue.embedded import EmbeddedValkey

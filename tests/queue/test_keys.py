@@ -27,7 +27,7 @@ def slot(key: str) -> int:
 def all_keys(keys: Keys, ident: str) -> list[str]:
     return [
         keys.pending, keys.scheduled, keys.active, keys.dead, keys.completed, keys.events,
-        keys.completions, keys.gactive, keys.glimits, keys.ring, keys.seq, keys.meta,
+        keys.completions, keys.gactive, keys.glimits, keys.groups, keys.ring, keys.seq, keys.meta,
         keys.archive_lease, keys.base, keys.job(ident), keys.lane(ident), keys.metric(ident),
     ]
 

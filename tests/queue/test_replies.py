@@ -1,31 +1,44 @@
-"""One reply table: every code and error prefix any ``.lua`` answers has a mapping."""
+"""One reply table: every code and error prefix any ``.lua`` answers has a mapping.
+
+The scan covers every ``lua/`` folder of the package: the queue's transitions and the
+archive's fold-lease scripts alike, all loaded by the one registry.
+"""
 
 from __future__ import annotations
 
 import re
-from importlib import resources
+import uuid
+from pathlib import Path
 
 import pytest
 import redis
 
 import echomq
-from echomq.queue import replies
+from echomq.errors import LeaseHeld, LeaseLost, NotArchiveOfRecord, NotDeclared
+from echomq.queue import registry, replies
 from echomq.queue.keys import Keys
+
+PACKAGE = Path(echomq.__file__).parent
 
 # `return -N` and the per-job codes of the batch scripts (`code = -N`)
 _CODE = re.compile(r"(?:\breturn|\bcode\s*=)\s*(-\d+)\b")
 _ERROR = re.compile(r"error_reply\(\s*'([^']*)'")
 
 
-def lua_sources() -> dict[str, str]:
-    folder = resources.files("echomq.queue").joinpath("lua")
-    found = {
-        entry.name: entry.read_text(encoding="utf-8")
-        for entry in folder.iterdir()
-        if entry.name.endswith(".lua")
-    }
-    assert len(found) >= 9, "the scan must see the transitions"
+def lua_files() -> list[Path]:
+    """Every ``.lua`` file anywhere in the package."""
+    found = sorted(PACKAGE.rglob("*.lua"))
+    assert len(found) >= 13, "the scan must see the queue's and the archive's scripts"
     return found
+
+
+def lua_sources() -> dict[str, str]:
+    return {path.name: path.read_text(encoding="utf-8") for path in lua_files()}
+
+
+def verb(filename: str) -> str:
+    """The transition a file holds: ``claim-3.lua`` holds ``claim``."""
+    return filename.rsplit("-", 1)[0]
 
 
 def returned_codes() -> dict[int, list[str]]:
@@ -34,6 +47,17 @@ def returned_codes() -> dict[int, list[str]]:
         for match in _CODE.finditer(text):
             codes.setdefault(int(match.group(1)), []).append(name)
     return codes
+
+
+def loaded_scripts() -> dict[str, registry.Transition]:
+    """What the registry loads: the queue's transitions and every other part's scripts."""
+    packages = {
+        ".".join(path.parent.parent.relative_to(PACKAGE.parent).parts) for path in lua_files()
+    }
+    found = dict(registry.transitions())
+    for package in sorted(packages - {registry.QUEUE_PACKAGE}):
+        found.update(registry.scripts(package))
+    return found
 
 
 def error_messages() -> dict[str, str]:
@@ -52,14 +76,41 @@ def as_redis_py_raises(message: str) -> redis.ResponseError:
 def test_the_scan_finds_what_the_scripts_answer() -> None:
     codes = returned_codes()
     assert {-1, -2, -3, -4} <= set(codes)
+    assert "fold_trim-3.lua" in codes[-3] and "remove_job-3.lua" in codes[-4]
     messages = error_messages()
     assert "EMQSTALE extend token mismatch" in messages
     assert "EMQSTATE stalled lane not native" in messages
 
 
 def test_every_negative_code_a_script_returns_has_a_mapping() -> None:
-    missing = {code: files for code, files in returned_codes().items() if code not in replies.CODES}
-    assert not missing, f"codes returned by .lua files with no entry in replies.CODES: {missing}"
+    missing = {
+        (code, name)
+        for code, files in returned_codes().items()
+        for name in files
+        if code not in replies.codes_of(verb(name))
+    }
+    assert not missing, f"codes returned by .lua files with no entry in the reply table: {missing}"
+
+
+def test_every_lua_file_is_loaded_by_the_one_registry() -> None:
+    scripts = loaded_scripts()
+    loaded = {f"{t.name}-{t.numkeys}.lua" for t in scripts.values()}
+    files = {path.name for path in lua_files() if not path.name.startswith("_")}
+    assert loaded == files
+    assert len(scripts) == len(files), "two files hold one transition name"
+    assert set(replies.SCRIPT_CODES) <= set(scripts)
+
+
+def test_every_script_code_raises_its_own_reason_naming_the_queue() -> None:
+    assert replies.codes_of("fold_trim") == {-1: LeaseLost, -2: NotDeclared,
+                                            -3: NotArchiveOfRecord}
+    assert replies.codes_of("fold_acquire") == {0: LeaseHeld}
+    assert replies.codes_of("complete") is replies.CODES
+    for name, codes in replies.SCRIPT_CODES.items():
+        for code, error in codes.items():
+            with pytest.raises(error, match="'q7'"):
+                replies.raise_for_reply(name, code, "q7")
+        assert replies.raise_for_reply(name, 1, "q7") == 1
 
 
 def test_every_code_maps_to_a_distinct_echomq_error() -> None:
@@ -129,3 +180,24 @@ def test_a_real_error_reply_arrives_as_its_reason(conn: echomq.Connection, queue
     assert replies.translate(caught.value) is None
     assert echomq.get_job(conn, queue, job_id).state == "active"  # type: ignore[union-attr]
     assert conn.redis.zscore(keys.active, job_id) == held.lease_deadline_ms
+
+
+def test_the_registry_refuses_a_call_with_the_wrong_key_count(
+        conn: echomq.Connection, queue: str) -> None:
+    keys = Keys(queue)
+    with pytest.raises(echomq.InvalidKey, match="purge takes 1 keys, got 2"):
+        conn.executor.run("purge", [keys.dead, keys.completed], [keys.base, 0, 10])
+    with pytest.raises(echomq.InvalidKey, match="claim takes 3 keys, got 1"):
+        conn.executor.run_many([("claim", [keys.pending], [keys.base, 1000, 1])])
+    assert echomq.counts(conn, queue).as_dict()["dead"] == 0
+
+
+def test_a_script_outside_the_library_runs_the_same_on_either_executor(
+        conn: echomq.Connection, queue: str) -> None:
+    # the archive's scripts are script-only: the functions executor runs them by EVALSHA
+    acquire = registry.scripts("echomq.archive")["fold_acquire"]
+    assert not acquire.in_library
+    lease, token = Keys(queue).archive_lease, uuid.uuid4().hex
+    assert conn.executor.run(acquire, [lease], [token, 60_000]) == 1
+    assert conn.executor.run(acquire, [lease], ["another", 60_000]) == 0
+    assert conn.redis.get(lease) == token

@@ -2,7 +2,9 @@
 
 Every command takes the floor path and the remote's settings as options, each with an
 environment variable, so a deployment sets ``EMQ_FLOOR`` and ``EMQ_S3_*`` once. ``--json``
-prints machine-readable output (JSON lines for audits) for scripts.
+prints machine-readable output (JSON lines for audits) for scripts. The commands that
+reach Redis use the root's ``--url``, ``--data-dir`` and ``--executor`` (their own
+``--url`` overrides the root's), through the one options context.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from echomq.archive.declared import declare, declared_queues, undeclare
 from echomq.archive.driver import Driver, FoldReport
 from echomq.archive.entries import Outcome, iter_jsonl
 from echomq.archive.floor import Floor, Gap
-from echomq.archive.remote import S3Remote
 from echomq.archive.restore import restore, verify
+from echomq.cli.app import connect
+from echomq.cli.remote import RemoteSettings, remote_options
 from echomq.errors import EchoMQError
+from echomq.queue.declared import declare, declared_queues, undeclare
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_FLOOR = "./.echomq/floor"
@@ -41,44 +44,10 @@ def _json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")(fn)
 
 
-def _remote_options(fn: F) -> F:
-    options = [
-        click.option("--bucket", envvar="EMQ_S3_BUCKET", help="S3 bucket (none: floor only)."),
-        click.option("--prefix", envvar="EMQ_S3_PREFIX", default="", help="Key prefix."),
-        click.option("--endpoint-url", envvar="EMQ_S3_ENDPOINT_URL",
-                     help="S3-compatible endpoint (SeaweedFS, Tigris); none for AWS."),
-        click.option("--region", envvar="EMQ_S3_REGION", help="Region (Tigris: auto)."),
-        click.option("--checksum", envvar="EMQ_S3_CHECKSUM", default="when_required",
-                     type=click.Choice(["when_required", "when_supported"]),
-                     help="boto3 request_checksum_calculation."),
-        click.option("--create-bucket", is_flag=True, envvar="EMQ_S3_CREATE_BUCKET",
-                     help="Create the bucket when it does not exist."),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
-
-
 def _url_option(fn: F) -> F:
     return click.option("--url", envvar=["EMQ_URL", "EMQ_REDIS_URL"],
-                        help="Redis/Valkey URL (default: the embedded server).")(fn)
-
-
-def _remote(bucket: str | None, prefix: str, endpoint_url: str | None, region: str | None,
-            checksum: str, create_bucket: bool = False, required: bool = False
-            ) -> S3Remote | None:
-    if not bucket:
-        if required:
-            raise click.UsageError("this command needs --bucket (or EMQ_S3_BUCKET)")
-        return None
-    return S3Remote(bucket, prefix, endpoint_url=endpoint_url, region=region,
-                    request_checksum_calculation=checksum, create_bucket=create_bucket)
-
-
-def _connect(url: str | None) -> Any:
-    from echomq.queue.connection import connect
-
-    return connect(url)
+                        help="Redis/Valkey URL (default: the root's --url, else the "
+                             "embedded server of --data-dir).")(fn)
 
 
 def _time(value: str | None) -> int | None:
@@ -154,16 +123,15 @@ def archive() -> None:
                    "(--floor). Only a driver writing to it trims. Default: unchanged; "
                    "unset, the first driver that trims claims it.")
 @_floor_option
-@_remote_options
-def declare_cmd(queues: tuple[str, ...], url: str | None, record: str | None,
-                floor_path: str, bucket: str | None, prefix: str, endpoint_url: str | None,
-                region: str | None, checksum: str, create_bucket: bool) -> None:
+@remote_options
+@click.pass_context
+def declare_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None,
+                record: str | None, floor_path: str, s3: RemoteSettings) -> None:
     """Record every outcome of QUEUES (dead-letters too) and archive their streams."""
-    conn = _connect(url)
+    conn = connect(ctx, url)
     target: Any = None
     if record == "remote":
-        target = _remote(bucket, prefix, endpoint_url, region, checksum, create_bucket,
-                         required=True)
+        target = s3.need()
     elif record == "floor":
         target = Floor(floor_path)
     try:
@@ -177,9 +145,10 @@ def declare_cmd(queues: tuple[str, ...], url: str | None, record: str | None,
 @archive.command("undeclare")
 @click.argument("queues", nargs=-1, required=True)
 @_url_option
-def undeclare_cmd(queues: tuple[str, ...], url: str | None) -> None:
+@click.pass_context
+def undeclare_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None) -> None:
     """Stop archiving QUEUES (nothing archived is removed)."""
-    conn = _connect(url)
+    conn = connect(ctx, url)
     for queue in queues:
         _guard(partial(undeclare, conn, queue))
 
@@ -188,16 +157,15 @@ def undeclare_cmd(queues: tuple[str, ...], url: str | None) -> None:
 @click.argument("queues", nargs=-1)
 @_url_option
 @_floor_option
-@_remote_options
+@remote_options
 @click.option("--slice-count", default=5000, show_default=True)
 @_json_option
-def fold_cmd(queues: tuple[str, ...], url: str | None, floor_path: str, bucket: str | None,
-             prefix: str, endpoint_url: str | None, region: str | None, checksum: str,
-             create_bucket: bool,
-             slice_count: int, as_json: bool) -> None:
+@click.pass_context
+def fold_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None, floor_path: str,
+             s3: RemoteSettings, slice_count: int, as_json: bool) -> None:
     """Fold QUEUES (default: every declared queue) into the floor and the remote."""
-    conn = _connect(url)
-    remote = _remote(bucket, prefix, endpoint_url, region, checksum, create_bucket)
+    conn = connect(ctx, url)
+    remote = s3.build()
     reports: list[FoldReport] = []
 
     names = queues or tuple(declared_queues(conn))
@@ -291,17 +259,13 @@ _rebuild_option = click.option(
 @archive.command("restore")
 @click.option("--queue", "queues", multiple=True, help="Only these queues (repeatable).")
 @_floor_option
-@_remote_options
+@remote_options
 @_rebuild_option
 @_json_option
-def restore_cmd(queues: tuple[str, ...], floor_path: str, bucket: str | None, prefix: str,
-                endpoint_url: str | None, region: str | None, checksum: str,
-             create_bucket: bool, rebuild_manifest: bool,
-                as_json: bool) -> None:
+def restore_cmd(queues: tuple[str, ...], floor_path: str, s3: RemoteSettings,
+                rebuild_manifest: bool, as_json: bool) -> None:
     """Rebuild the floor from the remote alone, verified (resumes when interrupted)."""
-    remote = _remote(bucket, prefix, endpoint_url, region, checksum, create_bucket,
-                     required=True)
-    assert remote is not None
+    remote = s3.need()
     out: dict[str, Any] = {}
     _guard(lambda: out.update(restore(remote, floor_path, list(queues) or None,
                                       progress=None if not as_json else False,
@@ -311,23 +275,19 @@ def restore_cmd(queues: tuple[str, ...], floor_path: str, bucket: str | None, pr
 
 @archive.command("verify")
 @click.option("--queue", "queues", multiple=True, help="Only these queues (repeatable).")
-@_remote_options
+@remote_options
 @_floor_option
 @click.option("--pin", "pins", multiple=True, metavar="QUEUE=DIGEST",
               help="A head_digest kept from an earlier report; it must still be on QUEUE's "
                    "chain (repeatable).")
 @_rebuild_option
 @_json_option
-def verify_cmd(queues: tuple[str, ...], bucket: str | None, prefix: str,
-               endpoint_url: str | None, region: str | None, checksum: str,
-               create_bucket: bool, floor_path: str, pins: tuple[str, ...],
-               rebuild_manifest: bool, as_json: bool) -> None:
+def verify_cmd(queues: tuple[str, ...], s3: RemoteSettings, floor_path: str,
+               pins: tuple[str, ...], rebuild_manifest: bool, as_json: bool) -> None:
     """Check every slice's checksum and digest, and that each queue's chain is whole; with
     a floor (--floor, when it exists) also that the bucket holds every slice it uploaded,
     and list the stream losses the floor recorded. Exits 1 on a loss not acknowledged."""
-    remote = _remote(bucket, prefix, endpoint_url, region, checksum, create_bucket,
-                     required=True)
-    assert remote is not None
+    remote = s3.need()
     kept = dict(pin.partition("=")[::2] for pin in pins)
     against = floor_path if Path(floor_path, "data.mdb").exists() else None
     out: dict[str, Any] = {}

@@ -1,4 +1,4 @@
---[[ renew-1: extend the fold lease, only if it is still ours.
+--[[ fold_renew: extend the fold lease, only if it is still ours.
 
   KEYS[1] the lease key (emq:{q}:archive-lease)
   ARGV[1] our token   ARGV[2] lease length, ms

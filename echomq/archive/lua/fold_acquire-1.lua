@@ -1,4 +1,4 @@
---[[ acquire-1: take the archive fold lease of one queue, or renew our own.
+--[[ fold_acquire: take the archive fold lease of one queue, or renew our own.
 
   KEYS[1] the lease key (emq:{q}:archive-lease)
   ARGV[1] our token   ARGV[2] lease length, ms

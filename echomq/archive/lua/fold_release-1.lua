@@ -1,4 +1,4 @@
---[[ release-1: give the fold lease back, only if it is still ours.
+--[[ fold_release: give the fold lease back, only if it is still ours.
 
   KEYS[1] the lease key (emq:{q}:archive-lease)
   ARGV[1] our token

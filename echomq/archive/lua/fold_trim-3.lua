@@ -1,4 +1,4 @@
---[[ trim-3: trim the archived head of a declared outcome stream, fenced by the lease
+--[[ fold_trim: trim the archived head of a declared outcome stream, fenced by the lease
   and by the stream's archive of record.
 
   KEYS[1] the lease key (emq:{q}:archive-lease)

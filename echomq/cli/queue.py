@@ -1,0 +1,110 @@
+"""The queue's commands: enqueue, cancel, sweep, reap, dead, purge, status."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+import echomq
+from echomq.cli.app import as_click_error, connect, emit
+
+
+@click.command()
+@click.option("--queue", "-q", required=True)
+@click.argument("payloads", nargs=-1)
+@click.option("--job-id", default=None)
+@click.option("--delay-ms", default=0)
+@click.option("--priority", default=0)
+@click.option("--max-attempts", default=3)
+@click.pass_context
+def enqueue(ctx: click.Context, queue: str, payloads: tuple[str, ...], job_id: str | None,
+            delay_ms: int, priority: int, max_attempts: int) -> None:
+    """Add jobs; each PAYLOAD is JSON text."""
+    try:
+        bodies = [json.loads(p) for p in payloads] or [None]
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"payload is not JSON: {exc}") from exc
+    conn = connect(ctx)
+    for body in bodies:
+        click.echo(echomq.add(conn, queue, body, job_id=job_id, delay_ms=delay_ms,
+                              priority=priority, max_attempts=max_attempts))
+
+
+@click.command()
+@click.option("--queue", "-q", required=True)
+@click.argument("job_id")
+@click.option("--reason", default=None)
+@click.pass_context
+def cancel(ctx: click.Context, queue: str, job_id: str, reason: str | None) -> None:
+    """Cancel JOB_ID: removed if unclaimed, signalled if running."""
+    conn = connect(ctx)
+    with as_click_error():
+        click.echo(echomq.cancel.request(conn, queue, job_id, reason))
+
+
+@click.command()
+@click.option("--queue", "-q", required=True)
+@click.option("--max-stalled", default=1, show_default=True)
+@click.option("--limit", default=100, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def sweep(ctx: click.Context, queue: str, max_stalled: int, limit: int, as_json: bool) -> None:
+    """One stalled sweep, now (on functions, a pass meeting a lapsed grouped job runs
+    the scripted sweep, as the Consumer and the scheduler do)."""
+    from echomq.jobs.stalled import sweep_stalled
+
+    conn = connect(ctx)
+    with as_click_error():
+        result = sweep_stalled(conn, queue, max_stalled, limit)
+    emit({"recovered": result.recovered, "dead": result.dead}, as_json)
+
+
+@click.command()
+@click.option("--queue", "-q", required=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def reap(ctx: click.Context, queue: str, as_json: bool) -> None:
+    """Return every lapsed lease to pending, now."""
+    emit({"reaped": echomq.reap(connect(ctx), queue)}, as_json)
+
+
+@click.command()
+@click.option("--queue", "-q", required=True)
+@click.option("--limit", default=100, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def dead(ctx: click.Context, queue: str, limit: int, as_json: bool) -> None:
+    """List dead-lettered jobs with their last error."""
+    conn = connect(ctx)
+    rows = []
+    for job_id in echomq.dead_jobs(conn, queue, limit):
+        job = echomq.get_job(conn, queue, job_id)
+        rows.append({"id": job_id, "attempts": job.attempts if job else None,
+                     "last_error": job.last_error if job else None})
+    if as_json:
+        emit(rows, True)
+        return
+    for row in rows:
+        click.echo(f"{row['id']}\tattempts={row['attempts']}\t{row['last_error']}")
+
+
+@click.command()
+@click.option("--queue", "-q", required=True)
+@click.option("--state", type=click.Choice(["dead", "completed"]), default="dead",
+              show_default=True)
+@click.option("--keep", default=0, show_default=True, help="The newest rows to keep.")
+@click.pass_context
+def purge(ctx: click.Context, queue: str, state: str, keep: int) -> None:
+    """Forget finished jobs in Redis (the archive keeps a declared stream's history)."""
+    click.echo(f"purged {echomq.purge(connect(ctx), queue, state, keep)} {state} job(s)")
+
+
+@click.command()
+@click.option("--queue", "-q", required=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def status(ctx: click.Context, queue: str, as_json: bool) -> None:
+    """Jobs per state and the queue's counters."""
+    conn = connect(ctx)
+    emit({**echomq.counts(conn, queue).as_dict(), **echomq.metrics(conn, queue)}, as_json)

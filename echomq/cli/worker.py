@@ -1,0 +1,109 @@
+"""``emq worker`` and ``emq scheduler``: the long-running processes."""
+
+from __future__ import annotations
+
+import importlib
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from echomq.cli.app import connect
+from echomq.cli.remote import RemoteSettings, remote_options
+from echomq.jobs.consumer import Consumer
+
+
+def load_handler(path: str) -> Callable[..., Any]:
+    """Import ``module:function``; a clear error when it does not import."""
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise click.BadParameter(
+            f"{path!r} is not of the form module:function", param_hint="HANDLER"
+        )
+    if "" not in sys.path:
+        sys.path.insert(0, "")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise click.BadParameter(
+            f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}",
+            param_hint="HANDLER",
+        ) from exc
+    handler = getattr(module, attr, None)
+    if not callable(handler):
+        raise click.BadParameter(
+            f"module {module_name!r} has no callable {attr!r}", param_hint="HANDLER"
+        )
+    return handler  # type: ignore[no-any-return]
+
+
+@click.command()
+@click.argument("handler")
+@click.option("--queue", "-q", required=True)
+@click.option("--concurrency", "-c", default=8, show_default=True)
+@click.option("--lease-ms", default=30_000, show_default=True)
+@click.option("--prefetch", type=int, default=None, help="Claimed jobs buffered beyond "
+              "the running ones (default: adaptive, by observed handler time).")
+@click.option("--batch-size", default=100, show_default=True)
+@click.option("--cancel/--no-cancel", default=True, show_default=True)
+@click.option("--record/--no-record", default=False, show_default=True)
+@click.option("--recovery", type=click.Choice(["reap", "stalled"]), default="reap",
+              show_default=True)
+@click.option("--max-stalled", default=1, show_default=True)
+@click.option("--auto-extend/--no-auto-extend", default=False, show_default=True)
+@click.option("--grace-ms", default=30_000, show_default=True)
+@click.pass_context
+def worker(ctx: click.Context, handler: str, queue: str, concurrency: int, lease_ms: int,
+           prefetch: int | None, batch_size: int, cancel: bool, record: bool, recovery: str,
+           max_stalled: int, auto_extend: bool, grace_ms: int) -> None:
+    """Process QUEUE with HANDLER (module:function) until SIGTERM/SIGINT."""
+    func = load_handler(handler)
+    consumer = Consumer(
+        connect(ctx), queue, func, concurrency=concurrency, lease_ms=lease_ms,
+        prefetch=prefetch, batch_size=batch_size, cancel=cancel, record=record,
+        recovery=recovery,  # type: ignore[arg-type]
+        max_stalled=max_stalled, auto_extend=auto_extend, shutdown_grace_ms=grace_ms,
+    )
+    consumer.run()
+
+
+@click.command()
+@click.option("--queue", "-q", "queues", multiple=True, help="Sweep these queues.")
+@click.option("--interval-ms", default=30_000, show_default=True)
+@click.option("--max-stalled", default=1, show_default=True)
+@click.option("--fold/--no-fold", default=False, help="Also fold every declared stream.")
+@click.option("--fold-interval-ms", default=60_000, show_default=True)
+@click.option("--floor", default=".echomq/floor", show_default=True,
+              help="The LMDB floor; the remote comes from --bucket and the other S3 "
+              "options (EMQ_S3_*; no bucket: floor only).")
+@remote_options
+@click.pass_context
+def scheduler(ctx: click.Context, queues: tuple[str, ...], interval_ms: int, max_stalled: int,
+              fold: bool, fold_interval_ms: int, floor: str, s3: RemoteSettings) -> None:
+    """Run the stalled sweep (and the archive fold) on APScheduler until interrupted."""
+    from echomq.jobs.scheduler import BatchScheduler
+
+    if not queues and not fold:
+        raise click.UsageError("nothing to schedule: give --queue and/or --fold")
+    conn = connect(ctx)
+    batch = BatchScheduler(conn)
+    if queues:
+        batch.add_sweep(queues, interval_ms=interval_ms, max_stalled=max_stalled)
+    driver = None
+    if fold:
+        from echomq.archive import Driver
+
+        # One driver for the scheduler's life: its passes share one fold lease token, so a
+        # pass cut short by a server failure does not lock the next ones out.
+        driver = Driver(conn, floor, s3.build())
+        batch.add_fold(driver.fold_declared, interval_ms=fold_interval_ms)
+    done = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: done.set())
+    with batch:
+        done.wait()
+    if driver is not None:
+        driver.close()

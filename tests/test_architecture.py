@@ -1,0 +1,109 @@
+"""The import arrows of ARCHITECTURE.md, read from the source: every ``import`` and
+``from ... import`` of every module (function-level ones included), so an arrow drawn the
+wrong way fails here before a reader has to find it.
+
+    substrate (queue, errors, models)  <-  jobs  <-  worker
+    substrate                          <-  archive
+    the library                        <-  faces (cli, demo, entry points)
+
+The Valkey launchers stand on ``errors`` alone, so the substrate may start them.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "echomq"
+
+PARTS: dict[str, tuple[str, ...]] = {
+    "substrate": ("echomq.errors", "echomq.models", "echomq.queue"),
+    "launchers": ("echomq.servers.process", "echomq.servers.valkey", "echomq.servers.shared"),
+    "dev-servers": ("echomq.servers",),
+    "jobs": ("echomq.jobs", "echomq.cancel"),
+    "worker": ("echomq.worker",),
+    "archive": ("echomq.archive",),
+    "faces": ("echomq.cli", "echomq.demo", "echomq.__main__", "echomq.archive.__main__"),
+    "facade": ("echomq",),
+}
+"""Longest prefix wins: ``echomq.servers.valkey`` is a launcher, ``echomq.servers.seaweed``
+a development server, ``echomq.archive.__main__`` a face."""
+
+ALLOWED: dict[str, set[str]] = {
+    "substrate": {"substrate", "launchers"},
+    "launchers": {"launchers", "substrate"},
+    "jobs": {"substrate", "jobs"},
+    "worker": {"substrate", "jobs", "worker"},
+    "archive": {"substrate", "archive"},
+    "dev-servers": {"dev-servers", "launchers", "substrate", "archive"},
+    "faces": set(PARTS),
+    "facade": {"substrate", "jobs", "worker", "archive"},  # archive: lazily, on first use
+}
+
+SHIMS: dict[str, set[str]] = {
+    "echomq.archive.seaweed": {"dev-servers", "launchers"},  # the launchers' old address
+    "echomq.jobs.consumer": {"worker"},                      # the Consumer's old address
+}
+"""Old import paths kept for users: each re-exports its new home and holds nothing else."""
+
+
+def part_of(module: str) -> str:
+    best = max(
+        ((name, prefix) for name, prefixes in PARTS.items() for prefix in prefixes
+         if module == prefix or module.startswith(prefix + ".")),
+        key=lambda pair: len(pair[1]),
+    )
+    return best[0]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(path) for path in PACKAGE.rglob("*.py")}
+
+
+def imports_of(path: Path, module: str) -> set[str]:
+    found: set[str] = set()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            submodules = {f"{target}.{alias.name}" for alias in node.names}
+            found.update((submodules & MODULES) or {target})
+    return {name for name in found if name == "echomq" or name.startswith("echomq.")}
+
+
+@cache
+def arrows() -> list[tuple[str, str]]:
+    pairs = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = module_name(path)
+        pairs += [(module, target) for target in sorted(imports_of(path, module))]
+    return pairs
+
+
+def test_the_scan_sees_the_arrows_it_judges() -> None:
+    found = arrows()
+    assert ("echomq.archive.driver", "echomq.queue.keys") in found
+    assert len(found) > 100
+
+
+@pytest.mark.parametrize("source", sorted({s for s, _ in arrows()}))
+def test_every_import_runs_the_allowed_way(source: str) -> None:
+    allowed = ALLOWED[part_of(source)] | SHIMS.get(source, set())
+    wrong = [target for s, target in arrows()
+             if s == source and part_of(target) not in allowed]
+    assert not wrong, f"{source} ({part_of(source)}) may not import {wrong}"
