@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import echomq
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("boto3", "botocore", "rich", "lmdb")
 REPORT = ("import atexit, sys; atexit.register(lambda: print('LOADED', "
           f"sorted(m for m in {HEAVY!r} if m in sys.modules)))")
