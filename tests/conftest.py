@@ -1,7 +1,9 @@
-"""Real servers for the suite: private Valkey processes, started and stopped here.
+"""Real servers for the whole suite, started and stopped here: private Valkey processes,
+and SeaweedFS and moto (S3) for the archive and the archive's commands.
 
-Each test gets a fresh queue name instead of a FLUSHDB, so tests can share a
-server (and, with ``REDIS_URL`` set, run against an external one).
+Each test gets a fresh queue name instead of a FLUSHDB (and a fresh bucket), so tests
+can share a server (and, with ``REDIS_URL`` set, run against an external Valkey). The
+session servers start only when a test asks for them.
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ from collections.abc import Iterator
 import pytest
 
 import echomq
-from echomq.queue.connection import Connection
+from echomq.archive import declare
+from echomq.archive.seaweed import MotoS3, SeaweedS3
+from echomq.queue.connection import Connection, connect
 from echomq.queue.embedded import EmbeddedValkey
+from tests.support.recorder import Recorder
 
 
 @pytest.fixture(scope="session")
@@ -55,3 +60,32 @@ def conn(server_url: str, executor: str) -> Iterator[Connection]:
 def queue() -> str:
     """A queue name no other test uses."""
     return f"t-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
+    server = SeaweedS3(tmp_path_factory.mktemp("seaweed")).start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoS3]:
+    server = MotoS3(log_dir=tmp_path_factory.mktemp("moto")).start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def rconn(server_url: str) -> Iterator[Connection]:
+    """One connection (the archive does not depend on the executor)."""
+    connection = connect(server_url)
+    yield connection
+    connection.close()
+
+
+@pytest.fixture
+def rec(rconn: Connection, queue: str) -> Recorder:
+    """A declared queue whose stream the test fills with outcome entries."""
+    declare(rconn, queue)
+    return Recorder(rconn, queue)

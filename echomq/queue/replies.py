@@ -4,7 +4,7 @@ Integer codes come from the ``.lua`` headers: the queue's transitions share
 :data:`CODES`; a script whose codes mean something else (the archive's fold lease)
 has its own row in :data:`SCRIPT_CODES`. Error replies are recognised by their
 prefix here and nowhere else (redis-py hands an unknown prefix over as a bare
-``ResponseError``). ``tests/test_replies.py`` checks that every code any ``.lua``
+``ResponseError``). ``tests/queue/test_replies.py`` checks that every code any ``.lua``
 file returns, the queue's and the archive's, has an entry.
 """
 

@@ -14,13 +14,14 @@ import json
 from pathlib import Path
 
 import pytest
-from archive_helpers import Recorder, bucket_name, floor_ids
 
 from echomq.archive import Driver, Floor, RemoteConflict, S3Remote, restore, verify
 from echomq.archive.entries import id_key
 from echomq.archive.seaweed import SeaweedS3
 from echomq.archive.slices import SliceRef
 from echomq.errors import ChecksumMismatch, MissingSlice
+from tests.support.archive import bucket_name, floor_ids
+from tests.support.recorder import Recorder
 
 
 def fold(rec: Recorder, remote: S3Remote, path: Path, n: int = 30) -> list[str]:

@@ -11,11 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
-from archive_helpers import Recorder, floor_ids, folded_ids, remote_spec
 
 from echomq.archive import CRASH_POINTS, Driver, Floor, S3Remote
 from echomq.archive.entries import id_key
 from echomq.archive.seaweed import SeaweedS3
+from tests.support.archive import floor_ids, folded_ids, remote_spec
+from tests.support.recorder import Recorder
 
 CHILD = str(Path(__file__).with_name("crash_child.py"))
 

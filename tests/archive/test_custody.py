@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from archive_helpers import FlakyProxy, Recorder, bucket_name, folded_ids
 
 from echomq.archive import Driver, Floor, S3Remote, restore, verify
 from echomq.archive.entries import id_key
 from echomq.errors import RemoteUnavailable
+from tests.support.archive import bucket_name, folded_ids
+from tests.support.proxies import FlakyProxy
+from tests.support.recorder import Recorder
 
 SWALLOW: dict[str, Callable[[str], bool]] = {
     "every-put": lambda path: True,

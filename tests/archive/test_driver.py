@@ -6,7 +6,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from archive_helpers import FlakyProxy, Recorder, bucket_name, floor_ids, folded_ids
 
 from echomq.archive import (
     Driver,
@@ -31,6 +30,9 @@ from echomq.errors import LeaseHeld, RemoteUnavailable
 from echomq.queue.connection import Connection, connect
 from echomq.queue.embedded import free_port
 from echomq.queue.keys import Keys
+from tests.support.archive import bucket_name, floor_ids, folded_ids
+from tests.support.proxies import FlakyProxy
+from tests.support.recorder import Recorder
 
 
 def all_ids(rec: Recorder) -> list[str]:

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from archive_helpers import Recorder
 from click.testing import CliRunner
 
 from echomq import ArchiveError
@@ -25,6 +24,7 @@ from echomq.archive.slices import ZERO_ID, build_slice
 from echomq.cli.archive import archive_cli
 from echomq.queue.connection import Connection, connect
 from echomq.queue.embedded import EmbeddedValkey
+from tests.support.recorder import Recorder
 
 
 @pytest.fixture

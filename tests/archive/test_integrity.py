@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 
 import pytest
-from archive_helpers import Recorder, floor_ids, folded_ids
 from click.testing import CliRunner
 
 import echomq
@@ -33,6 +32,8 @@ from echomq.cli.archive import archive_cli
 from echomq.errors import StreamUnavailable
 from echomq.queue.connection import Connection
 from echomq.queue.embedded import EmbeddedValkey
+from tests.support.archive import floor_ids, folded_ids
+from tests.support.recorder import Recorder
 
 
 def all_ids(rec: Recorder) -> list[str]:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from archive_helpers import Recorder, floor_ids
 
 from echomq.archive import Driver, Floor, S3Remote, plan, restore, verify
 from echomq.archive.entries import id_key
 from echomq.errors import ChecksumMismatch, MissingSlice
+from tests.support.archive import floor_ids
+from tests.support.recorder import Recorder
 
 
 def folded(rec: Recorder, remote: S3Remote, path: Path, n: int = 50) -> list[str]:

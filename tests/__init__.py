@@ -1,0 +1,1 @@
+"""EchoMQ's test suite: one folder per part of the library, shared support in ``tests.support``."""

@@ -1,0 +1,1 @@
+"""The archive: the fold, the floor, the remote, restore and verify."""

@@ -1,0 +1,1 @@
+"""The faces: the ``emq`` command line, the demo, and the README's examples."""

@@ -1,0 +1,25 @@
+"""``emq demo`` runs end to end and leaves nothing running that it started."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support import ROOT
+
+
+def test_the_demo_runs_end_to_end_and_stops_its_private_server(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "echomq", "demo", "--workdir", str(tmp_path / "demo")],
+        cwd=ROOT, capture_output=True, text=True, timeout=110,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "restored floor holds 23 entries" in done.stdout
+    found = re.search(r"valkey: redis://127\.0\.0\.1:(\d+)/0", done.stdout)
+    assert found, done.stdout
+    with socket.socket() as probe:  # the demo's server is gone with the demo
+        assert probe.connect_ex(("127.0.0.1", int(found.group(1)))) != 0
+    assert not (tmp_path / "demo" / "valkey" / "emq-server.json").exists()  # not a shared one

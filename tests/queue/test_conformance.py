@@ -1,0 +1,279 @@
+"""Two executors, one transition: the same steps give the same replies and the same keys.
+
+Every transition runs through the scripts executor on one fresh queue and through the
+functions executor on another, step by step. After each step the reply (or exception)
+and a dump of the queue's keyspace are recorded; the two records must be identical once
+timestamps, lease deadlines and ``lease_epoch`` are normalised. ``lease_epoch`` is the
+documented difference: the functions executor stamps it on claim and extend, the
+scripts executor never writes it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+import echomq
+from echomq.jobs.settle import Settlement
+from echomq.models import ClaimedJob
+from echomq.queue import registry
+from tests.support.keyspace import dump, epochs, normalise
+from tests.support.servers import run_id
+from tests.support.waits import wait_lapsed
+
+LONG = 60_000
+SHORT = 40
+
+
+@dataclass
+class Record:
+    conn: echomq.Connection
+    queue: str
+    steps: list[tuple[str, Any, dict[str, Any]]] = field(default_factory=list)
+    raw: list[dict[str, Any]] = field(default_factory=list)
+
+    def step(self, label: str, action: Callable[[], Any]) -> Any:
+        try:
+            reply = action()
+            outcome: Any = ("ok", shape(reply))
+        except echomq.EchoMQError as exc:
+            reply = None
+            outcome = ("raised", type(exc).__name__, str(exc))
+        snapshot = dump(self.conn.redis, self.queue)
+        self.raw.append(snapshot)
+        self.steps.append((label, outcome, normalise(snapshot)))
+        return reply
+
+
+def shape(reply: Any) -> Any:
+    """A reply with its lease deadlines dropped (they are server times)."""
+    if isinstance(reply, list):
+        return [shape(item) for item in reply]
+    if isinstance(reply, ClaimedJob):
+        return ("claimed", reply.id, reply.token, reply.payload)
+    if isinstance(reply, echomq.EchoMQError):
+        return (type(reply).__name__, str(reply))
+    if isinstance(reply, echomq.Job):
+        times = {"created_at", "claimed_at", "finished_at", "lease_epoch"}
+        return {k: v for k, v in reply.raw.items() if k not in times}
+    return reply
+
+
+def scenario(conn: echomq.Connection, queue: str) -> Record:
+    rec = Record(conn, queue)
+    q = queue
+    s = rec.step
+
+    # adds: plain, prioritised, delayed, with an id, idempotent, batched, one-try
+    a = s("add", lambda: echomq.add(conn, q, {"n": "a"}))
+    s("add priority", lambda: echomq.add(conn, q, {"n": "b"}, priority=5, name="bee"))
+    delayed = s("add delayed", lambda: echomq.add(conn, q, {"n": "c"}, delay_ms=LONG))
+    s("add with id", lambda: echomq.add(conn, q, {"n": "fixed"}, job_id="fixed"))
+    s("idempotent add", lambda: echomq.add(conn, q, {"n": "other"}, job_id="fixed", priority=9))
+    s("add_many", lambda: echomq.add_many(conn, q, [{"m": 1}, {"m": 2}, {"m": 3}]))
+    s("add_many ids", lambda: echomq.add_many(conn, q, [1, 2], job_ids=["m1", "m2"], priority=2))
+    s("add one try", lambda: echomq.add(conn, q, {"n": "once"}, job_id="once", max_attempts=1))
+
+    # claim, complete, complete_many with per-job errors
+    held: list[ClaimedJob] = s("claim 3", lambda: echomq.claim(conn, q, lease_ms=LONG, count=3))
+    first, second, third = held
+    assert first.id == a
+    s("complete", lambda: echomq.complete(conn, q, first.id, first.token, {"ok": 1}))
+    s(
+        "complete_many",
+        lambda: echomq.complete_many(
+            conn,
+            q,
+            [
+                Settlement(second.id, second.token, "completed", '"fine"'),
+                Settlement(third.id, third.token + 1, "completed", '"stale"'),
+                Settlement("nosuch", 1, "completed", '"gone"'),
+                Settlement(first.id, first.token, "completed", '"again"'),
+            ],
+        ),
+    )
+    s("complete stale", lambda: echomq.complete(conn, q, third.id, third.token + 1))
+
+    s("complete gone", lambda: echomq.complete(conn, q, "nosuch", 1))
+    s("complete not active", lambda: echomq.complete(conn, q, first.id, first.token))
+
+    # fail: retrying, its error paths, then dead
+    s("fail stale", lambda: echomq.fail(conn, q, third.id, third.token + 1, "nope"))
+    s("fail gone", lambda: echomq.fail(conn, q, "nosuch", 1, "nope"))
+    s("fail not active", lambda: echomq.fail(conn, q, first.id, first.token, "nope"))
+    s("fail retrying", lambda: echomq.fail(conn, q, third.id, third.token, "boom"))
+    rest: list[ClaimedJob] = s("claim all", lambda: echomq.claim(conn, q, lease_ms=LONG, count=20))
+    by_id = {job.id: job for job in rest}
+    once = by_id["once"]
+    s("fail dead", lambda: echomq.fail(conn, q, once.id, once.token, ValueError("bad input")))
+
+    # remove_job in every state
+    s("remove scheduled", lambda: echomq.remove_job(conn, q, delayed))
+    s("remove active", lambda: echomq.remove_job(conn, q, rest[0].id))
+    s("remove completed", lambda: echomq.remove_job(conn, q, first.id))
+    s("remove dead", lambda: echomq.remove_job(conn, q, once.id))
+    s("remove gone", lambda: echomq.remove_job(conn, q, "nosuch"))
+    s("remove retrying", lambda: echomq.remove_job(conn, q, third.id))
+    late = s("add late", lambda: echomq.add(conn, q, {"n": "late"}, group="g"))
+    s("remove pending grouped", lambda: echomq.remove_job(conn, q, late))
+
+    # release_many with per-job errors
+    keep, back = rest[0], rest[1]
+    s(
+        "release_many",
+        lambda: echomq.release_many(
+            conn,
+            q,
+            [(back.id, back.token), (keep.id, keep.token + 1), ("nosuch", 1),
+             (first.id, first.token)],
+        ),
+    )
+
+    # extend_lock: ok, gone, stale, not active
+    s("extend ok", lambda: echomq.extend_lock(conn, q, keep.id, keep.token, LONG))
+    s("extend gone", lambda: echomq.extend_lock(conn, q, "nosuch", 1, LONG))
+    s("extend stale", lambda: echomq.extend_lock(conn, q, keep.id, keep.token + 1, LONG))
+    s("extend not active", lambda: echomq.extend_lock(conn, q, first.id, first.token, LONG))
+    # out of range: one bound, refused before the wire by both (nothing changes)
+    s("extend too long", lambda: echomq.extend_lock(conn, q, keep.id, keep.token, 10**16))
+    s("claim too long", lambda: echomq.claim(conn, q, lease_ms=10**16))
+    s("stalled limit too large", lambda: echomq.stalled_check(conn, q, limit=10**20))
+
+    # reap: the released job (at the front) claimed under a short lease, lapsed, reaped
+    [short] = s("claim short", lambda: echomq.claim(conn, q, lease_ms=SHORT))
+    assert short.id == back.id
+    wait_lapsed(conn.redis, q, short.id)
+    s("reap", lambda: echomq.reap(conn, q))
+    s("reap nothing", lambda: echomq.reap(conn, q))
+
+    # stalled sweep: recovered below the threshold, dead at it
+    [short] = s("claim short 2", lambda: echomq.claim(conn, q, lease_ms=SHORT))
+    wait_lapsed(conn.redis, q, short.id)
+    s("stalled recover", lambda: echomq.stalled_check(conn, q, max_stalled=2))
+    [short] = s("claim short 3", lambda: echomq.claim(conn, q, lease_ms=SHORT))
+    wait_lapsed(conn.redis, q, short.id)
+    s("stalled dead", lambda: echomq.stalled_check(conn, q))
+    s("stalled nothing", lambda: echomq.stalled_check(conn, q))
+    # one job twice in one batch: settled once, the second answers not active
+    s(
+        "complete_many twice",
+        lambda: echomq.complete_many(
+            conn,
+            q,
+            [Settlement(keep.id, keep.token, "cancelled", "cancelled:stop"),
+             Settlement(keep.id, keep.token, "completed", '"again"')],
+        ),
+    )
+    # a deterministic failure: dead at once although tries remain
+    spare = next(j for j in rest[2:] if j.id != once.id)
+    s("fail dead at once",
+      lambda: echomq.fail(conn, q, spare.id, spare.token, "result not storable", retry=False))
+    # groups and operator verbs
+    s("add grouped", lambda: echomq.add(conn, q, {"g": 1}, group="g1"))
+    s("set_group_limit", lambda: echomq.set_group_limit(conn, q, "g1", 2))
+    s("purge completed keep 1", lambda: echomq.purge(conn, q, "completed", keep=1))
+    s("purge dead", lambda: echomq.purge(conn, q, "dead"))
+    s("get_job", lambda: echomq.get_job(conn, q, short.id))
+    s("counts", lambda: echomq.counts(conn, q))
+    s("metrics", lambda: echomq.metrics(conn, q))
+    return rec
+
+
+CALLED: set[str] = set()
+"""Every transition the scenario ran, by name."""
+
+
+@pytest.fixture(scope="module")
+def records(server_url: str) -> Iterator[tuple[Record, Record]]:
+    tag = uuid.uuid4().hex[:10]
+    out = []
+    for name in ("scripts", "functions"):
+        conn = echomq.connect(server_url, executor=name)  # type: ignore[arg-type]
+        executor = conn.executor
+        original = executor._run
+
+        def noting(t: Any, keys: Any, args: Any, original: Any = original) -> Any:
+            CALLED.add(t.name)
+            return original(t, keys, args)
+
+        executor._run = noting  # type: ignore[method-assign]
+        out.append(scenario(conn, f"conf-{name}-{tag}"))
+    yield out[0], out[1]
+    for rec in out:
+        rec.conn.close()
+
+
+def test_the_scenario_runs_every_transition(records: tuple[Record, Record]) -> None:
+    assert set(registry.transitions()) == CALLED
+
+
+def test_the_scenario_exercises_every_reply(records: tuple[Record, Record]) -> None:
+    scripts, _ = records
+    raised = {outcome[1] for _, outcome, _ in scripts.steps if outcome[0] == "raised"}
+    assert raised == {"JobGone", "StaleToken", "NotActive", "NotRemovable", "InvalidArgument"}
+    outcomes = dict((label, outcome) for label, outcome, _ in scripts.steps)
+    assert outcomes["fail retrying"] == ("ok", "retrying")
+    assert outcomes["fail dead"] == ("ok", "dead")
+    assert outcomes["fail dead at once"] == ("ok", "dead")
+    assert outcomes["idempotent add"] == ("ok", "fixed")
+    assert outcomes["complete_many"][1][0] is None
+    assert [e[0] for e in outcomes["complete_many"][1][1:]] == [
+        "StaleToken", "JobGone", "NotActive",
+    ]
+    assert outcomes["release_many"][1][0] is None
+    assert [e[0] for e in outcomes["release_many"][1][1:]] == [
+        "StaleToken", "JobGone", "NotActive",
+    ]
+    assert len(outcomes["reap"][1]) == 1 and outcomes["reap nothing"] == ("ok", [])
+    recovered = outcomes["stalled recover"][1]
+    dead = outcomes["stalled dead"][1]
+    assert outcomes["complete_many twice"][1][0] is None
+    assert outcomes["complete_many twice"][1][1][0] == "NotActive"
+    assert len(recovered.recovered) == 1 and recovered.dead == []
+    assert dead.recovered == [] and dead.dead == recovered.recovered
+
+
+def test_both_executors_give_the_same_replies(records: tuple[Record, Record]) -> None:
+    scripts, functions = records
+    assert [s[0] for s in scripts.steps] == [s[0] for s in functions.steps]
+    for (label, want, _), (_, got, _) in zip(scripts.steps, functions.steps, strict=True):
+        assert got == want, label
+
+
+def test_both_executors_leave_the_same_keyspace(records: tuple[Record, Record]) -> None:
+    scripts, functions = records
+    for (label, _, want), (_, _, got) in zip(scripts.steps, functions.steps, strict=True):
+        assert got == want, label
+    before_purge = next(snap for label, _, snap in scripts.steps if label == "set_group_limit")
+    assert {"active", "dead", "completed", "job:fixed", "metrics:failed", "groups"} <= set(
+        before_purge)
+    final = scripts.steps[-1][2]
+    assert "dead" not in final and "glimits" in final
+
+
+def test_only_the_functions_executor_stamps_lease_epoch(
+    records: tuple[Record, Record],
+) -> None:
+    scripts, functions = records
+    for snapshot in scripts.raw:
+        assert epochs(snapshot) == {}
+    run = run_id(functions.conn.redis)
+    last = functions.raw[-1]
+    claimed_rows = {
+        name
+        for name, (kind, content) in last.items()
+        if kind == "hash" and name.startswith("job:") and int(content.get("attempts", 0)) > 0
+    }
+    assert claimed_rows  # the scenario claimed several jobs
+    stamped = epochs(last)
+    assert set(stamped) == claimed_rows
+    assert set(stamped.values()) == {run}
+    # and nothing else differs: the stamp is the only field the normalisation drops
+    for raw_s, raw_f in zip(scripts.raw, functions.raw, strict=True):
+        for name, (kind, content) in raw_f.items():
+            if kind == "hash" and "lease_epoch" in content:
+                assert set(content) - {"lease_epoch"} == set(raw_s[name][1])

@@ -1,0 +1,117 @@
+"""A password in a URL never reaches a message, a log line or a repr (issue 8, item 12).
+
+Against a real Valkey started with ``requirepass``; the Consumer's reconnect WARNING
+is captured from the real logger while the server is away.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import echomq
+from echomq.jobs.consumer import Consumer
+from echomq.queue.connection import redact_url
+from echomq.queue.embedded import EmbeddedValkey
+from tests.support.waits import wait_until
+
+PASSWORD = "hunter2-Zq8xw"
+WRONG = "letmein-Kx3vb"
+
+
+@pytest.fixture
+def auth_server(tmp_path: Path) -> Iterator[EmbeddedValkey]:
+    server = EmbeddedValkey(tmp_path, appendonly=True, extra_args=["--requirepass", PASSWORD])
+    server.start()
+    yield server
+    server.cleanup()
+
+
+def _url(server: EmbeddedValkey, secret: str, form: str) -> str:
+    where = f"{server.host}:{server.port}/0"
+    return {
+        "userinfo": f"redis://:{secret}@{where}",
+        "user": f"redis://default:{secret}@{where}",
+        "query": f"redis://{where}?password={secret}",
+    }[form]
+
+
+@pytest.mark.parametrize("form", ["userinfo", "user", "query"])
+def test_a_wrong_password_fails_without_showing_it(auth_server: EmbeddedValkey, form: str) -> None:
+    with pytest.raises(echomq.ConnectionFailed) as caught:
+        echomq.connect(_url(auth_server, WRONG, form))
+    text = str(caught.value)
+    assert WRONG not in text and "***" in text
+    assert f"127.0.0.1:{auth_server.port}" in text  # still says where
+
+
+@pytest.mark.parametrize("form", ["userinfo", "user", "query"])
+def test_the_repr_of_a_connection_hides_its_password(
+    auth_server: EmbeddedValkey, form: str, queue: str
+) -> None:
+    conn = echomq.connect(_url(auth_server, PASSWORD, form))
+    try:
+        echomq.add(conn, queue, {"n": 1})  # the right password works
+        for shown in (repr(conn), str(conn), conn.safe_url, repr(conn.with_executor("functions"))):
+            assert PASSWORD not in shown and "***" in shown
+    finally:
+        conn.close()
+
+
+def test_a_verb_that_loses_the_server_does_not_show_the_password(
+    auth_server: EmbeddedValkey, executor: str, queue: str
+) -> None:
+    conn = echomq.connect(_url(auth_server, PASSWORD, "userinfo"), executor=executor)  # type: ignore[arg-type]
+    try:
+        echomq.add(conn, queue, {"n": 1})
+        auth_server.stop()
+        with pytest.raises(echomq.ConnectionFailed) as caught:
+            echomq.add(conn, queue, {"n": 2})
+        assert "lost the server at redis://:***@" in str(caught.value)
+        assert PASSWORD not in str(caught.value)
+    finally:
+        conn.close()
+
+
+def test_the_consumers_reconnect_warning_does_not_show_the_password(
+    auth_server: EmbeddedValkey, executor: str, queue: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    conn = echomq.connect(_url(auth_server, PASSWORD, "userinfo"), executor=executor)  # type: ignore[arg-type]
+    done: list[str] = []
+    consumer = Consumer(conn, queue, lambda job: done.append(job.id), poll_ms=50)
+    runner = threading.Thread(target=consumer.run, kwargs={"install_signals": False})
+    caplog.set_level(logging.WARNING)
+    runner.start()
+    try:
+        echomq.add(conn, queue, {"n": 1})
+        wait_until(lambda: done, timeout=10)
+        auth_server.stop()  # every claim now fails: the Consumer warns, and retries
+        wait_until(lambda: "lost the server" in caplog.text, timeout=20)
+        auth_server.start()  # back, with its AOF: the Consumer carries on
+        echomq.add(conn, queue, {"n": 2})
+        wait_until(lambda: len(done) == 2, timeout=20)
+    finally:
+        consumer.stop()
+        runner.join(20)
+        conn.close()
+    assert "redis://:***@" in caplog.text
+    assert PASSWORD not in caplog.text
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("redis://:pw@h:1/0", "redis://:***@h:1/0"),
+    ("redis://user:pw@h/0", "redis://user:***@h/0"),
+    ("rediss://u:p@ss/w@h:1/0?ssl_ca_certs=/ca.pem", "rediss://u:***@h:1/0?ssl_ca_certs=/ca.pem"),
+    ("unix://:pw@/tmp/v.sock?db=0", "unix://:***@/tmp/v.sock?db=0"),
+    ("redis://h/0?password=a@b&db=1", "redis://h/0?password=***&db=1"),
+    ("redis://h/0?db=1&PassWord=zz", "redis://h/0?db=1&PassWord=***"),
+    ("redis://user@h/0", "redis://user@h/0"),
+    ("redis://h:1/0", "redis://h:1/0"),
+])
+def test_redaction_hides_every_password_form(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+    assert redact_url(shown) == shown  # idempotent: redacting twice changes nothing

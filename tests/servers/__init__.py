@@ -1,0 +1,1 @@
+"""The real servers the project starts: the embedded Valkey, private and shared."""

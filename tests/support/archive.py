@@ -1,0 +1,37 @@
+"""Fresh buckets, and what the archive holds: the ids in a remote's chain or a floor."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from echomq.archive.remote import S3Remote
+
+
+def bucket_name() -> str:
+    return f"t-{uuid.uuid4().hex[:16]}"
+
+
+def remote_spec(remote: S3Remote, server: Any) -> dict[str, Any]:
+    """How a child process rebuilds the same remote."""
+    return {"bucket": remote.bucket, "prefix": remote.prefix, "endpoint_url": server.endpoint_url,
+            "region": "us-east-1", "aws_access_key_id": server.access_key,
+            "aws_secret_access_key": server.secret_key}
+
+
+def folded_ids(remote: S3Remote, queue: str) -> list[str]:
+    """Every stream id in the remote's chain for ``queue``, in order (duplicates kept)."""
+    from echomq.archive.restore import plan
+
+    out: list[str] = []
+    for ref in plan(remote, queue).chain:
+        out += [item[0] for item in remote.get_slice(ref).items]
+    return out
+
+
+def floor_ids(floor: Any, queue: str) -> list[str]:
+    from echomq.archive.entries import id_key
+
+    ids = [e.stream_id for e in floor.entries(queue)] + [
+        q.stream_id for q in floor.quarantined(queue)]
+    return sorted(ids, key=id_key)

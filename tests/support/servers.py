@@ -1,0 +1,20 @@
+"""Facts about servers the tests need: a server's identity, and a URL nobody answers."""
+
+from __future__ import annotations
+
+import socket
+
+import redis
+
+
+def run_id(client: redis.Redis) -> str:
+    """The server's run id: a restart (even on the same port) changes it."""
+    return str(client.info("server")["run_id"])
+
+
+def closed_url() -> str:
+    """A redis:// URL nothing listens on (a port just freed by the OS)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"redis://127.0.0.1:{port}/0"
