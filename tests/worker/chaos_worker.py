@@ -1,4 +1,4 @@
-"""One worker process of the chaos soak (tests/test_chaos_soak.py).
+"""One worker process of the chaos soak (tests/worker/test_chaos_soak.py).
 
 ``python -m tests.worker.chaos_worker URL QUEUE EXECUTOR LOG_DIR LEASE_MS CONCURRENCY`` runs a
 recording Consumer until SIGTERM (or until the soak kills it with SIGKILL). Every handler
