@@ -14,6 +14,10 @@ floor's checkpoint (trimmed or deleted by someone else): such a fold stops with
 acknowledges it (:meth:`Driver.acknowledge_gap`). And only a driver that writes to the
 stream's archive of record trims (see :mod:`echomq.queue.declared`); any other folds
 into its floor and reports ``trim_refused``.
+
+The steps live beside it: the stream checks in :mod:`echomq.archive.stream_checks`, the
+upload, confirm and manifest steps in :mod:`echomq.archive.upload`; this module keeps
+their order.
 """
 
 from __future__ import annotations
@@ -31,13 +35,14 @@ from typing import Any
 
 import redis
 
-from echomq.archive.entries import MAX_U64, entry_line, id_after, id_key, id_lt, parse_stream_id
-from echomq.archive.floor import Floor, Gap, GapBaseline
+from echomq.archive.entries import entry_line, id_after, id_lt
+from echomq.archive.floor import Floor, Gap
 from echomq.archive.fold_lease import FoldLease
-from echomq.archive.remote import Manifest, ManifestConflict, Remote
+from echomq.archive.remote import Remote
 from echomq.archive.report import ArchiveReport
-from echomq.archive.restore import pull
-from echomq.archive.slices import ZERO_ID, RawItem, SliceContent, build_slice, decode_slice
+from echomq.archive.slices import ZERO_ID, RawItem, SliceContent, build_slice
+from echomq.archive.stream_checks import StreamChecks
+from echomq.archive.upload import UploadSteps
 from echomq.errors import (
     ArchiveError,
     ConnectionFailed,
@@ -109,7 +114,7 @@ class _Tally:
                           trim_refused=self.trim_refused)
 
 
-class Driver:
+class Driver(StreamChecks, UploadSteps):
     """Folds declared outcome streams into a floor (and a remote, when given).
 
     ``slice_count`` and ``slice_bytes`` bound one slice (its object and its LMDB
@@ -156,10 +161,6 @@ class Driver:
     def close(self) -> None:
         if self._owns_floor:
             self.floor.close()
-
-    def _at(self, point: str) -> None:
-        if self.hook is not None:
-            self.hook(point)
 
     # -- the fold -------------------------------------------------------------------------
 
@@ -241,25 +242,6 @@ class Driver:
         except ArchiveError:
             return "?"
 
-    def _stream_end(self, keys: Keys, queue: str) -> str | None:
-        """The last id in the stream now (None: empty). Refuses a stream whose last
-        generated id went below the floor's checkpoint (recreated, or rolled back by a
-        failover): trimming it by id would remove entries the archive never saw."""
-        try:
-            info = self.redis.xinfo_stream(keys.completions)
-        except redis.ResponseError:
-            return None  # no stream yet
-        generated = str(info.get("last-generated-id") or ZERO_ID)
-        checkpoint = self.floor.checkpoint(queue)
-        if id_lt(generated, checkpoint):
-            raise StreamRewound(
-                f"the outcome stream of {queue!r} was last written at {generated}, before the "
-                f"floor's checkpoint {checkpoint}: it was recreated or rolled back. Nothing "
-                "is folded or trimmed until an operator checks it."
-            )
-        last = info.get("last-entry")
-        return str(last[0]) if last else None
-
     def _read_slice(self, keys: Keys, queue: str, after: str, end: str) -> SliceContent | None:
         if self._raw is not None:
             raw = self._raw.execute_command(  # type: ignore[no-untyped-call]
@@ -293,129 +275,6 @@ class Driver:
             tally.counts["entries"] += added[0] + added[1]
             tally.counts["quarantined"] += added[1]
         self._at("after_floor_commit")
-
-    # -- the remote -----------------------------------------------------------------------
-
-    def _sync(self, queue: str, lease: FoldLease, tally: _Tally) -> Manifest | None:
-        """Upload what an earlier fold committed but did not upload; catch up if behind."""
-        assert self.remote is not None
-        manifest = self.remote.read_manifest(queue)
-        for meta in self.floor.pending_slices(queue):
-            content = decode_slice(self.floor.slice_bytes(meta), meta.ref)
-            manifest = self._upload(content, manifest, lease, tally)
-        if manifest is not None and id_lt(self.floor.checkpoint(queue), manifest.head):
-            lease.renew()
-            slices, _ = pull(self.remote, self.floor, queue)
-            tally.counts["pulled"] += slices
-        return manifest
-
-    def _upload(self, content: SliceContent, manifest: Manifest | None, lease: FoldLease,
-                tally: _Tally) -> Manifest | None:
-        """Put one slice and advance the manifest over it; then mark it uploaded."""
-        assert self.remote is not None
-        meta = content.meta
-        lease.renew()
-        self._at("during_upload")
-        for _ in range(3):  # re-read the manifest when another writer moved it
-            head = manifest.head if manifest is not None else ZERO_ID
-            if head == meta.prev:
-                if manifest is None:
-                    self._check_unmanifested(content)
-                self._check_chain_head(content, manifest)
-                self.remote.put_slice(content)
-                self._at("before_manifest")
-                self._confirm_slice(content)
-                new = self._next_manifest(manifest, content)
-                try:
-                    manifest = self.remote.write_manifest(new, manifest)
-                except ManifestConflict:
-                    manifest = self.remote.read_manifest(meta.queue)
-                    continue
-                self._confirm_manifest(manifest)
-            elif not id_lt(head, meta.last) and self._already_linked(content, manifest):
-                pass  # uploaded before a crash, and the manifest already covers it
-            else:
-                raise RemoteConflict(
-                    f"{self.remote.address(meta.name)}: the remote's manifest for "
-                    f"{meta.queue!r} is at {head}, but this floor's next unuploaded slice "
-                    f"follows {meta.prev}; nothing is trimmed. Rebuild this floor with "
-                    "restore, or point the driver at its own remote prefix."
-                )
-            self.floor.keep_digest(meta)
-            self.floor.mark_uploaded(meta)
-            tally.counts["uploaded"] += 1
-            self._at("after_upload")
-            return manifest
-        raise RemoteConflict(f"the manifest of {meta.queue!r} keeps moving; another driver "
-                             "is uploading without the lease")
-
-    # -- the chain of custody (items 15, 16) -----------------------------------------------
-
-    def _prev_digest(self, queue: str) -> str:
-        """The digest a new slice chains from: the floor's newest slice (none without a
-        remote, whose slices are chained when they are uploaded)."""
-        return self.floor.last_digest(queue) if self.remote is not None else ""
-
-    def _check_chain_head(self, content: SliceContent, manifest: Manifest | None) -> None:
-        """The remote's newest slice must be the one this floor's slice follows: a manifest
-        whose head digest differs holds another (or a rewritten) history."""
-        assert self.remote is not None
-        head_digest = manifest.head_digest if manifest is not None else ""  # the genesis
-        if content.meta.prev_digest != head_digest:
-            raise RemoteConflict(
-                f"{self.remote.address(content.meta.name)}: the remote's newest slice of "
-                f"{content.meta.queue!r} has digest {head_digest or '(none)'}, but this "
-                f"floor's slice follows {content.meta.prev_digest or '(none)'}: the remote's "
-                "history differs from this floor's (rewritten?); nothing is uploaded or "
-                "trimmed. Run verify with this floor."
-            )
-
-    @staticmethod
-    def _next_manifest(manifest: Manifest | None, content: SliceContent) -> Manifest:
-        """The manifest with ``content`` appended (to nothing: the queue's first slice)."""
-        meta = content.meta
-        return (manifest or Manifest(meta.queue, ZERO_ID, 0, 0)).extended(meta)
-
-    def _confirm_slice(self, content: SliceContent) -> None:
-        """Before the manifest points at the slice (and before any trim), see it stored: a
-        store that answers 200 and keeps nothing raises ``UploadUnconfirmed`` here."""
-        assert self.remote is not None
-        self.remote.confirm_slice(content.meta)
-
-    def _confirm_manifest(self, manifest: Manifest) -> None:
-        """The manifest that now covers the slice is stored as written, or raise."""
-        assert self.remote is not None
-        self.remote.confirm_manifest(manifest)
-
-    def _already_linked(self, content: SliceContent, manifest: Manifest | None) -> bool:
-        """The slice is stored and the manifest lists it with this very digest."""
-        assert self.remote is not None
-        meta = content.meta
-        listed = [link for link in (manifest.chain if manifest else ())
-                  if link[:2] == (meta.first, meta.last)]
-        if listed and listed[0][2] != meta.digest:
-            raise RemoteConflict(
-                f"{self.remote.address(meta.name)}: the remote's manifest records digest "
-                f"{listed[0][2]} for this slice, this floor {meta.digest}: the histories "
-                "differ; nothing is trimmed. Run verify with this floor."
-            )
-        if not listed:
-            return False
-        if not self.remote.has_slice(content):  # listed, but the store lost it: put it back
-            self.remote.put_slice(content)
-            self._confirm_slice(content)
-        return True
-
-    def _check_unmanifested(self, content: SliceContent) -> None:
-        """No manifest yet: refuse if the remote already holds other slices of the queue."""
-        assert self.remote is not None
-        others = [r for r in self.remote.list_slices(content.meta.queue)
-                  if r != content.meta.ref]
-        if others:
-            raise RemoteConflict(
-                f"{self.remote.address(others[0].name)} exists but the queue has no "
-                "manifest; refusing to start a second history over it (verify the remote)"
-            )
 
     # -- the trim -------------------------------------------------------------------------
 
@@ -460,48 +319,6 @@ class Driver:
 
     # -- gaps: entries lost before the floor took them ------------------------------------
 
-    def _check_gap(self, keys: Keys, queue: str) -> None:
-        """Stop with :class:`StreamGap` (recorded in the floor) when entries after the
-        checkpoint left the stream unfolded. Our own trims never pass the checkpoint, so
-        they never look like a gap."""
-        try:
-            info = self.redis.xinfo_stream(keys.completions)
-        except redis.ResponseError:
-            return  # no stream
-        if "entries-added" not in info:  # before Redis 7: the server cannot tell
-            return
-        base = self.floor.gap_baseline(queue)
-        loss = _find_loss(info, base)
-        if loss is None:
-            self._anchor(queue, info, base)
-            return
-        upto, count = loss
-        if count is None and base.accounted is not None:
-            count = (int(info["entries-added"]) - base.accounted - int(info["length"])
-                     + self._count_through(keys, base.checkpoint))
-        gap = self.floor.record_gap(queue, base.checkpoint, upto, count)
-        log.error("archive: %s", gap.describe())
-        raise StreamGap(gap)
-
-    def _anchor(self, queue: str, info: dict[str, Any], base: GapBaseline) -> None:
-        """A floor from before the count learns it while nothing at or before its
-        checkpoint is left in the stream (then every entry ever added but not present is
-        at or before it)."""
-        if base.accounted is None and _head_cut(info, base.checkpoint):
-            self.floor.anchor_accounted(queue, base.checkpoint,
-                                        int(info["entries-added"]) - int(info["length"]))
-
-    def _count_through(self, keys: Keys, last: str) -> int:
-        """How many entries at or before ``last`` the stream still holds (gap path only)."""
-        count, start = 0, "-"
-        while True:
-            batch: Any = self.redis.xrange(keys.completions, min=start, max=last,
-                                           count=10_000)
-            count += len(batch)
-            if len(batch) < 10_000:
-                return count
-            start = f"({batch[-1][0]}"
-
     def acknowledge_gap(self, queue: str, by: str | None = None, note: str = "") -> list[Gap]:
         """Accept the open gaps of ``queue`` as lost so folds go on; returns them (empty:
         none was open). The acknowledgement is recorded in the floor with ``by``."""
@@ -510,41 +327,6 @@ class Driver:
         for gap in gaps:
             log.warning("archive: gap acknowledged: %s", gap.describe())
         return gaps
-
-
-def _head_cut(info: dict[str, Any], checkpoint: str) -> bool:
-    """Nothing at or before ``checkpoint`` is left in the stream."""
-    first = info.get("first-entry")
-    return not first or id_lt(checkpoint, str(first[0]))
-
-
-def _id_before(value: str) -> str:
-    ms, seq = parse_stream_id(value)
-    return f"{ms}-{seq - 1}" if seq else f"{ms - 1}-{MAX_U64}"
-
-
-def _find_loss(info: dict[str, Any], base: GapBaseline) -> tuple[str, int | None] | None:
-    """(the highest lost id bound, how many were lost) or None when nothing was lost.
-
-    Deletions (XDEL) after what the floor holds raise ``max-deleted-entry-id`` past it.
-    Trims cut the head: when nothing at or before the checkpoint is left, every entry
-    ever added but not present was either accounted for by the floor or lost. The count
-    is ``None`` when it needs the stream counted (the caller does it).
-    """
-    held = max(base.checkpoint, base.acknowledged_upto, key=id_key)
-    deleted = str(info.get("max-deleted-entry-id") or ZERO_ID)
-    head_cut = _head_cut(info, base.checkpoint)
-    missing = None
-    if head_cut and base.accounted is not None:
-        missing = int(info["entries-added"]) - int(info["length"]) - base.accounted
-    if not id_lt(held, deleted) and not (missing is not None and missing > 0):
-        return None
-    bounds = [deleted] if id_lt(held, deleted) else []
-    if head_cut:
-        first = info.get("first-entry")
-        bounds.append(_id_before(str(first[0])) if first
-                      else str(info.get("last-generated-id") or ZERO_ID))
-    return max(bounds, key=id_key), missing
 
 
 def fold_declared(conn: Connection, floor: Floor | str | os.PathLike[str],

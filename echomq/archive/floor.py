@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 import struct
-import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,11 +35,15 @@ from echomq.archive.entries import (
     to_ms,
     write_jsonl,
 )
-from echomq.archive.lmdbstore import Dbs, FloorError, FloorFull, LmdbStore, Txn
-from echomq.archive.slices import ZERO_ID, RawItem, SliceContent, SliceMeta, build_slice
+from echomq.archive.floor_chain import DigestChain
+from echomq.archive.floor_gaps import Gap as Gap
+from echomq.archive.floor_gaps import GapBaseline as GapBaseline
+from echomq.archive.floor_gaps import GapLedger, _gap
+from echomq.archive.floor_state import _qk
+from echomq.archive.lmdbstore import Dbs, FloorError, FloorFull, Txn
+from echomq.archive.slices import RawItem, SliceContent, SliceMeta, build_slice
 from echomq.errors import ChecksumMismatch
 from echomq.errors import FloorGap as FloorGap
-from echomq.queue.keys import check_name
 
 DEFAULT_MAP_SIZE = 64 * 1024 * 1024
 _DBS = ("entries", "by_job", "by_outcome", "by_time", "quarantine", "slices", "pending",
@@ -48,54 +51,6 @@ _DBS = ("entries", "by_job", "by_outcome", "by_time", "quarantine", "slices", "p
 
 
 _IDENTITY_KEY = b"\x00floor-id"  # in "queues": no queue name holds a NUL, none sorts first
-
-
-@dataclass(frozen=True, slots=True)
-class Gap:
-    """Stream entries lost before the floor took them: ids in ``(after, upto]``.
-
-    ``after`` is the floor's checkpoint when the loss was found; ``upto`` bounds the lost
-    ids from above (every lost id is at most it); ``count`` is how many entries were lost
-    (``None`` when the floor cannot tell, a floor older than this record). Until an
-    operator acknowledges it, a gap stops every fold of the queue.
-    """
-
-    queue: str
-    after: str
-    upto: str
-    count: int | None
-    found_at: int
-    acknowledged_at: int | None = None
-    acknowledged_by: str | None = None
-    note: str = ""
-
-    @property
-    def acknowledged(self) -> bool:
-        return self.acknowledged_at is not None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {f: getattr(self, f) for f in self.__dataclass_fields__}
-
-    def describe(self) -> str:
-        count = "an unknown number of" if self.count is None else str(self.count)
-        state = (f"acknowledged by {self.acknowledged_by or '?'}" if self.acknowledged
-                 else "NOT acknowledged")
-        return (f"{self.queue}: {count} entries lost after {self.after} up to {self.upto} "
-                f"({state})")
-
-
-@dataclass(frozen=True, slots=True)
-class GapBaseline:
-    """What the driver compares the stream against to find losses after the checkpoint.
-
-    ``accounted`` counts the stream entries ever added up to the checkpoint, plus lost ones
-    already acknowledged (``None``: unknown, on a floor older than this count).
-    ``acknowledged_upto`` is the highest id an acknowledged gap covers.
-    """
-
-    checkpoint: str
-    accounted: int | None
-    acknowledged_upto: str
 
 
 class Audit(list[ArchivedEntry]):
@@ -122,10 +77,6 @@ class FloorStatus:
 
     def to_dict(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
-
-
-def _qk(queue: str) -> bytes:
-    return check_name(queue, "queue name").encode() + b"\x00"
 
 
 _U64 = struct.Struct(">Q").pack
@@ -162,7 +113,7 @@ def _index_rows(qk: bytes, items: Sequence[RawItem]) -> dict[str, list[tuple[byt
     return rows
 
 
-class Floor(LmdbStore):
+class Floor(GapLedger, DigestChain):
     """The LMDB floor at ``path`` (a directory, created when missing).
 
     ``map_size`` is only the starting size: the map doubles whenever a commit needs more.
@@ -171,22 +122,6 @@ class Floor(LmdbStore):
 
     def __init__(self, path: str | os.PathLike[str], *, map_size: int = DEFAULT_MAP_SIZE) -> None:
         super().__init__(path, _DBS, map_size)
-
-    @staticmethod
-    def _state(txn: Txn, dbs: Dbs, queue: str) -> dict[str, Any]:
-        raw = txn.get(queue.encode(), db=dbs["queues"])
-        if raw is None:
-            return {"checkpoint": ZERO_ID, "entries": 0, "quarantined": 0, "slices": 0,
-                    "pending": 0, "trimmed_through": ZERO_ID, "accounted": 0}
-        state: dict[str, Any] = json.loads(cast(bytes, raw))
-        if "accounted" not in state:  # a floor from before the count: known only when empty
-            state["accounted"] = 0 if state["checkpoint"] == ZERO_ID else None
-        return state
-
-    @staticmethod
-    def _save(txn: Txn, dbs: Dbs, queue: str, state: dict[str, Any]
-              ) -> None:
-        txn.put(queue.encode(), json.dumps(state).encode(), db=dbs["queues"])
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -319,58 +254,6 @@ class Floor(LmdbStore):
                                    f"({rebuilt.meta.count} of {meta.count} entries)")
         return rebuilt.data
 
-    # -- the chain of digests (what this floor uploaded, to check the bucket against) ------
-
-    def keep_digest(self, meta: SliceMeta) -> None:
-        """Record the checksums and chain digests of the slice as it was uploaded (a slice
-        folded without a remote has none until then)."""
-        key = _qk(meta.queue) + id_key(meta.first)
-
-        def txn_fn(txn: Txn, dbs: Dbs) -> None:
-            raw = txn.get(key, db=dbs["slices"])
-            if raw is None:
-                return
-            record = json.loads(cast(bytes, raw))
-            record.update(sha256=meta.sha256, size=meta.size, digest=meta.digest,
-                          prev_digest=meta.prev_digest)
-            txn.put(key, json.dumps(record).encode(), db=dbs["slices"])
-
-        self._write(txn_fn)
-
-    def uploaded_slices(self, queue: str) -> list[SliceMeta]:
-        """The slices this floor uploaded or restored, with their digests, in order."""
-        with self._read() as (txn, dbs):
-            records = [json.loads(value) for _, value in
-                       self._scan(txn, dbs["slices"], _qk(queue))]
-        return [SliceMeta.from_json(r) for r in records if r.get("uploaded") and r.get("digest")]
-
-    def last_digest(self, queue: str) -> str:
-        """The digest the queue's next slice chains from (``""``, the genesis, before the
-        first)."""
-        qk = _qk(queue)
-        with self._read() as (txn, dbs):
-            cur = txn.cursor(db=dbs["slices"])
-            found = cur.set_range(qk[:-1] + b"\x01")  # the first key after this queue's
-            found = cur.prev() if found else cur.last()
-            key = cast(bytes, cur.key()) if found else b""
-            if not key.startswith(qk):
-                return ""
-            return str(json.loads(cast(bytes, cur.value())).get("digest", ""))
-
-    def digest_before(self, meta: SliceMeta) -> str:
-        """The digest of the slice that ends at ``meta.prev`` (``""`` if unknown)."""
-        if meta.prev == ZERO_ID:
-            return ""  # the genesis: the first slice follows nothing
-        qk = _qk(meta.queue)
-        with self._read() as (txn, dbs):
-            cur = txn.cursor(db=dbs["slices"])
-            found = cur.set_range(qk + id_key(meta.first))
-            found = cur.prev() if found else cur.last()
-            if not found or not cast(bytes, cur.key()).startswith(qk):
-                return ""
-            record = json.loads(cast(bytes, cur.value()))
-        return str(record.get("digest", "")) if record.get("last") == meta.prev else ""
-
     # -- reads for people -----------------------------------------------------------------
 
     def queues(self) -> list[str]:
@@ -474,7 +357,7 @@ class Floor(LmdbStore):
         info, stat = self.env.info(), self.env.stat()
         return int((info["last_pgno"] + 1) * stat["psize"])
 
-    # -- gaps: entries lost before the floor took them ------------------------------------
+    # -- identity -------------------------------------------------------------------------
 
     def record_address(self) -> str:
         """How a declaration names this floor as an archive of record."""
@@ -494,72 +377,6 @@ class Floor(LmdbStore):
             return bytes(cast(bytes, txn.get(_IDENTITY_KEY, db=dbs["queues"]))).decode()
 
         return self._write(txn_fn)
-
-    def gap_baseline(self, queue: str) -> GapBaseline:
-        with self._read() as (txn, dbs):
-            state = self._state(txn, dbs, queue)
-        acked = [g["upto"] for g in state.get("gaps", ()) if g.get("acknowledged_at")]
-        upto = max(acked, key=id_key, default=ZERO_ID)
-        return GapBaseline(str(state["checkpoint"]), state["accounted"], upto)
-
-    def anchor_accounted(self, queue: str, checkpoint: str, accounted: int) -> None:
-        """Set an unknown count, measured by the driver while the checkpoint held still."""
-        def txn_fn(txn: Txn, dbs: Dbs) -> None:
-            state = self._state(txn, dbs, queue)
-            if state["accounted"] is None and state["checkpoint"] == checkpoint:
-                state["accounted"] = accounted
-                self._save(txn, dbs, queue, state)
-
-        self._write(txn_fn)
-
-    def record_gap(self, queue: str, after: str, upto: str, count: int | None) -> Gap:
-        """Remember a loss found by a fold (an open gap at the same checkpoint is updated)."""
-        def txn_fn(txn: Txn, dbs: Dbs) -> Gap:
-            state = self._state(txn, dbs, queue)
-            gaps: list[dict[str, Any]] = state.setdefault("gaps", [])
-            row = next((g for g in gaps if g["after"] == after and not g["acknowledged_at"]),
-                       None)
-            if row is None:
-                row = {"after": after, "found_at": int(time.time() * 1000),
-                       "acknowledged_at": None, "acknowledged_by": None, "note": ""}
-                gaps.append(row)
-            row.update(upto=upto, count=count)
-            self._save(txn, dbs, queue, state)
-            return _gap(queue, row)
-
-        return self._write(txn_fn)
-
-    def acknowledge_gaps(self, queue: str, by: str, note: str = "") -> list[Gap]:
-        """Accept every open gap of ``queue`` as lost, so folds go on; returns them.
-
-        The count of each joins the floor's accounted entries, so the same loss is not
-        found again; the record stays, with who acknowledged it and when."""
-        def txn_fn(txn: Txn, dbs: Dbs) -> list[Gap]:
-            state = self._state(txn, dbs, queue)
-            now = int(time.time() * 1000)
-            done = []
-            for row in state.get("gaps", ()):
-                if row["acknowledged_at"]:
-                    continue
-                row.update(acknowledged_at=now, acknowledged_by=by, note=note)
-                if state["accounted"] is not None and row["count"] is not None:
-                    state["accounted"] += row["count"]
-                done.append(_gap(queue, row))
-            if done:
-                self._save(txn, dbs, queue, state)
-            return done
-
-        return self._write(txn_fn)
-
-    def gaps(self, queue: str) -> list[Gap]:
-        """Every loss recorded for ``queue``, acknowledged or not, oldest first."""
-        with self._read() as (txn, dbs):
-            return [_gap(queue, g) for g in self._state(txn, dbs, queue).get("gaps", ())]
-
-
-def _gap(queue: str, row: dict[str, Any]) -> Gap:
-    return Gap(queue, row["after"], row["upto"], row["count"], row["found_at"],
-               row["acknowledged_at"], row["acknowledged_by"], row.get("note", ""))
 
 
 __all__ = ["Audit", "Floor", "FloorError", "FloorFull", "FloorGap", "FloorStatus", "Gap",

@@ -1,0 +1,134 @@
+"""The floor's gap records: stream entries lost before the floor took them.
+
+A fold that finds a loss records it here and stops; an operator's acknowledgement
+accepts it (its count joins the accounted entries) so folds go on.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from echomq.archive.entries import id_key
+from echomq.archive.floor_state import FloorState
+from echomq.archive.lmdbstore import Dbs, Txn
+from echomq.archive.slices import ZERO_ID
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """Stream entries lost before the floor took them: ids in ``(after, upto]``.
+
+    ``after`` is the floor's checkpoint when the loss was found; ``upto`` bounds the lost
+    ids from above (every lost id is at most it); ``count`` is how many entries were lost
+    (``None`` when the floor cannot tell, a floor older than this record). Until an
+    operator acknowledges it, a gap stops every fold of the queue.
+    """
+
+    queue: str
+    after: str
+    upto: str
+    count: int | None
+    found_at: int
+    acknowledged_at: int | None = None
+    acknowledged_by: str | None = None
+    note: str = ""
+
+    @property
+    def acknowledged(self) -> bool:
+        return self.acknowledged_at is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+    def describe(self) -> str:
+        count = "an unknown number of" if self.count is None else str(self.count)
+        state = (f"acknowledged by {self.acknowledged_by or '?'}" if self.acknowledged
+                 else "NOT acknowledged")
+        return (f"{self.queue}: {count} entries lost after {self.after} up to {self.upto} "
+                f"({state})")
+
+
+@dataclass(frozen=True, slots=True)
+class GapBaseline:
+    """What the driver compares the stream against to find losses after the checkpoint.
+
+    ``accounted`` counts the stream entries ever added up to the checkpoint, plus lost ones
+    already acknowledged (``None``: unknown, on a floor older than this count).
+    ``acknowledged_upto`` is the highest id an acknowledged gap covers.
+    """
+
+    checkpoint: str
+    accounted: int | None
+    acknowledged_upto: str
+
+
+class GapLedger(FloorState):
+    """The gap records and the accounted count of a floor (mixed into :class:`Floor`)."""
+
+    def gap_baseline(self, queue: str) -> GapBaseline:
+        with self._read() as (txn, dbs):
+            state = self._state(txn, dbs, queue)
+        acked = [g["upto"] for g in state.get("gaps", ()) if g.get("acknowledged_at")]
+        upto = max(acked, key=id_key, default=ZERO_ID)
+        return GapBaseline(str(state["checkpoint"]), state["accounted"], upto)
+
+    def anchor_accounted(self, queue: str, checkpoint: str, accounted: int) -> None:
+        """Set an unknown count, measured by the driver while the checkpoint held still."""
+        def txn_fn(txn: Txn, dbs: Dbs) -> None:
+            state = self._state(txn, dbs, queue)
+            if state["accounted"] is None and state["checkpoint"] == checkpoint:
+                state["accounted"] = accounted
+                self._save(txn, dbs, queue, state)
+
+        self._write(txn_fn)
+
+    def record_gap(self, queue: str, after: str, upto: str, count: int | None) -> Gap:
+        """Remember a loss found by a fold (an open gap at the same checkpoint is updated)."""
+        def txn_fn(txn: Txn, dbs: Dbs) -> Gap:
+            state = self._state(txn, dbs, queue)
+            gaps: list[dict[str, Any]] = state.setdefault("gaps", [])
+            row = next((g for g in gaps if g["after"] == after and not g["acknowledged_at"]),
+                       None)
+            if row is None:
+                row = {"after": after, "found_at": int(time.time() * 1000),
+                       "acknowledged_at": None, "acknowledged_by": None, "note": ""}
+                gaps.append(row)
+            row.update(upto=upto, count=count)
+            self._save(txn, dbs, queue, state)
+            return _gap(queue, row)
+
+        return self._write(txn_fn)
+
+    def acknowledge_gaps(self, queue: str, by: str, note: str = "") -> list[Gap]:
+        """Accept every open gap of ``queue`` as lost, so folds go on; returns them.
+
+        The count of each joins the floor's accounted entries, so the same loss is not
+        found again; the record stays, with who acknowledged it and when."""
+        def txn_fn(txn: Txn, dbs: Dbs) -> list[Gap]:
+            state = self._state(txn, dbs, queue)
+            now = int(time.time() * 1000)
+            done = []
+            for row in state.get("gaps", ()):
+                if row["acknowledged_at"]:
+                    continue
+                row.update(acknowledged_at=now, acknowledged_by=by, note=note)
+                if state["accounted"] is not None and row["count"] is not None:
+                    state["accounted"] += row["count"]
+                done.append(_gap(queue, row))
+            if done:
+                self._save(txn, dbs, queue, state)
+            return done
+
+        return self._write(txn_fn)
+
+    def gaps(self, queue: str) -> list[Gap]:
+        """Every loss recorded for ``queue``, acknowledged or not, oldest first."""
+        with self._read() as (txn, dbs):
+            return [_gap(queue, g) for g in self._state(txn, dbs, queue).get("gaps", ())]
+
+
+def _gap(queue: str, row: dict[str, Any]) -> Gap:
+    return Gap(queue, row["after"], row["upto"], row["count"], row["found_at"],
+               row["acknowledged_at"], row["acknowledged_by"], row.get("note", ""))

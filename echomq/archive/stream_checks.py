@@ -1,0 +1,125 @@
+"""The fold's checks of the stream itself, read through ``XINFO STREAM``.
+
+Before anything is trimmed the driver makes sure the stream still continues the floor's
+history: it was not recreated or rolled back below the checkpoint (:class:`StreamRewound`),
+and no entry after the checkpoint left it unfolded, trimmed or deleted by someone else
+(:class:`StreamGap`, recorded in the floor until an operator acknowledges it).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import redis
+
+from echomq.archive.entries import MAX_U64, id_key, id_lt, parse_stream_id
+from echomq.archive.floor import Floor, GapBaseline
+from echomq.archive.slices import ZERO_ID
+from echomq.errors import StreamGap, StreamRewound
+from echomq.queue.keys import Keys
+
+log = logging.getLogger("echomq.archive.driver")
+
+
+class StreamChecks:
+    """The stream checks of a :class:`~echomq.archive.driver.Driver` (mixed into it)."""
+
+    redis: redis.Redis
+    floor: Floor
+
+    def _stream_end(self, keys: Keys, queue: str) -> str | None:
+        """The last id in the stream now (None: empty). Refuses a stream whose last
+        generated id went below the floor's checkpoint (recreated, or rolled back by a
+        failover): trimming it by id would remove entries the archive never saw."""
+        try:
+            info = self.redis.xinfo_stream(keys.completions)
+        except redis.ResponseError:
+            return None  # no stream yet
+        generated = str(info.get("last-generated-id") or ZERO_ID)
+        checkpoint = self.floor.checkpoint(queue)
+        if id_lt(generated, checkpoint):
+            raise StreamRewound(
+                f"the outcome stream of {queue!r} was last written at {generated}, before the "
+                f"floor's checkpoint {checkpoint}: it was recreated or rolled back. Nothing "
+                "is folded or trimmed until an operator checks it."
+            )
+        last = info.get("last-entry")
+        return str(last[0]) if last else None
+
+    def _check_gap(self, keys: Keys, queue: str) -> None:
+        """Stop with :class:`StreamGap` (recorded in the floor) when entries after the
+        checkpoint left the stream unfolded. Our own trims never pass the checkpoint, so
+        they never look like a gap."""
+        try:
+            info = self.redis.xinfo_stream(keys.completions)
+        except redis.ResponseError:
+            return  # no stream
+        if "entries-added" not in info:  # before Redis 7: the server cannot tell
+            return
+        base = self.floor.gap_baseline(queue)
+        loss = _find_loss(info, base)
+        if loss is None:
+            self._anchor(queue, info, base)
+            return
+        upto, count = loss
+        if count is None and base.accounted is not None:
+            count = (int(info["entries-added"]) - base.accounted - int(info["length"])
+                     + self._count_through(keys, base.checkpoint))
+        gap = self.floor.record_gap(queue, base.checkpoint, upto, count)
+        log.error("archive: %s", gap.describe())
+        raise StreamGap(gap)
+
+    def _anchor(self, queue: str, info: dict[str, Any], base: GapBaseline) -> None:
+        """A floor from before the count learns it while nothing at or before its
+        checkpoint is left in the stream (then every entry ever added but not present is
+        at or before it)."""
+        if base.accounted is None and _head_cut(info, base.checkpoint):
+            self.floor.anchor_accounted(queue, base.checkpoint,
+                                        int(info["entries-added"]) - int(info["length"]))
+
+    def _count_through(self, keys: Keys, last: str) -> int:
+        """How many entries at or before ``last`` the stream still holds (gap path only)."""
+        count, start = 0, "-"
+        while True:
+            batch: Any = self.redis.xrange(keys.completions, min=start, max=last,
+                                           count=10_000)
+            count += len(batch)
+            if len(batch) < 10_000:
+                return count
+            start = f"({batch[-1][0]}"
+
+
+def _head_cut(info: dict[str, Any], checkpoint: str) -> bool:
+    """Nothing at or before ``checkpoint`` is left in the stream."""
+    first = info.get("first-entry")
+    return not first or id_lt(checkpoint, str(first[0]))
+
+
+def _id_before(value: str) -> str:
+    ms, seq = parse_stream_id(value)
+    return f"{ms}-{seq - 1}" if seq else f"{ms - 1}-{MAX_U64}"
+
+
+def _find_loss(info: dict[str, Any], base: GapBaseline) -> tuple[str, int | None] | None:
+    """(the highest lost id bound, how many were lost) or None when nothing was lost.
+
+    Deletions (XDEL) after what the floor holds raise ``max-deleted-entry-id`` past it.
+    Trims cut the head: when nothing at or before the checkpoint is left, every entry
+    ever added but not present was either accounted for by the floor or lost. The count
+    is ``None`` when it needs the stream counted (the caller does it).
+    """
+    held = max(base.checkpoint, base.acknowledged_upto, key=id_key)
+    deleted = str(info.get("max-deleted-entry-id") or ZERO_ID)
+    head_cut = _head_cut(info, base.checkpoint)
+    missing = None
+    if head_cut and base.accounted is not None:
+        missing = int(info["entries-added"]) - int(info["length"]) - base.accounted
+    if not id_lt(held, deleted) and not (missing is not None and missing > 0):
+        return None
+    bounds = [deleted] if id_lt(held, deleted) else []
+    if head_cut:
+        first = info.get("first-entry")
+        bounds.append(_id_before(str(first[0])) if first
+                      else str(info.get("last-generated-id") or ZERO_ID))
+    return max(bounds, key=id_key), missing
