@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from echomq.archive import Driver, Floor, RemoteConflict, S3Remote, restore, verify
-from echomq.archive.entries import id_key
 from echomq.archive.seaweed import SeaweedS3
 from echomq.archive.slices import SliceRef
 from echomq.errors import ChecksumMismatch, MissingSlice
@@ -29,7 +28,7 @@ def fold(rec: Recorder, remote: S3Remote, path: Path, n: int = 30) -> list[str]:
     driver = Driver(rec.conn, path, remote, slice_count=10)
     driver.fold(rec.queue)
     driver.close()
-    return sorted((sid for sid, _ in rec.written), key=id_key)
+    return rec.written_ids()
 
 
 def put_raw(remote: S3Remote, ref: SliceRef, body: bytes) -> None:
@@ -185,7 +184,7 @@ def test_the_healthy_chain(rec: Recorder, remote: S3Remote, tmp_path: Path) -> N
     for n in (15, 10, 7):  # several folds: each appends to the same chain
         rec.add(n)
         driver.fold(rec.queue)
-    written = sorted((sid for sid, _ in rec.written), key=id_key)
+    written = rec.written_ids()
     refs = remote.list_slices(rec.queue)
     contents = [remote.get_slice(ref) for ref in refs]
     digests = [c.meta.digest for c in contents]

@@ -42,7 +42,7 @@ def test_kill_9_at_every_crash_point_converges(point: str, at: int, rec: Recorde
     rec.add(40)
     rec.malformed()
     rec.add(9)
-    written = sorted((sid for sid, _ in rec.written), key=id_key)
+    written = rec.written_ids()
     spec = {"url": server_url, "floor": str(floor_path), "queue": rec.queue, "point": point,
             "at": at, "slice_count": 10, "lease_ms": 1_000,  # short: the rerun takes over soon
             "remote": remote_spec(weed_remote, seaweed)}
@@ -92,7 +92,7 @@ def test_two_processes_with_their_own_floors(rec: Recorder, server_url: str,
     assert sum(f["entries"] for f in folds) >= 1
     print("folds:", [(f["entries"], f["pulled"], f["uploaded"]) for f in folds if f["entries"]
                      or f["pulled"]])
-    written = sorted((sid for sid, _ in rec.written), key=id_key)
+    written = rec.written_ids()
     for name in ("a", "b"):  # one last fold each: both floors converge on the same history
         Driver(rec.conn, tmp_path / name, weed_remote, slice_count=6, wait_ms=5000).fold(
             rec.queue)

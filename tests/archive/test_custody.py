@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from echomq.archive import Driver, Floor, S3Remote, restore, verify
-from echomq.archive.entries import id_key
 from echomq.errors import RemoteUnavailable
 from tests.support.archive import bucket_name, folded_ids
 from tests.support.proxies import FlakyProxy
@@ -64,7 +63,7 @@ def test_a_store_that_keeps_nothing_never_gets_the_stream_trimmed(
         report = Driver(rec.conn, floor, lying, slice_count=10).fold(rec.queue)
         assert (report.uploaded, report.trimmed) == (3, 30)
         assert rec.conn.redis.xlen(rec.key) == 0
-    written = sorted((sid for sid, _ in rec.written), key=id_key)
+    written = rec.written_ids()
     assert folded_ids(direct, rec.queue) == written
     assert verify(direct, [rec.queue], progress=False)[rec.queue].entries == 30
     assert restore(direct, tmp_path / "again", progress=False)[rec.queue].entries == 30

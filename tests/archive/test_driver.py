@@ -23,7 +23,6 @@ from echomq.archive import (
     undeclare,
     verify,
 )
-from echomq.archive.entries import id_key
 from echomq.archive.fold_lease import FoldLease
 from echomq.archive.seaweed import SeaweedS3
 from echomq.errors import LeaseHeld, RemoteUnavailable
@@ -33,10 +32,6 @@ from echomq.queue.keys import Keys
 from tests.support.archive import bucket_name, floor_ids, folded_ids
 from tests.support.proxies import FlakyProxy
 from tests.support.recorder import Recorder
-
-
-def all_ids(rec: Recorder) -> list[str]:
-    return sorted((sid for sid, _ in rec.written), key=id_key)
 
 
 def test_fold_end_to_end_then_restore(rec: Recorder, remote: S3Remote, tmp_path: Path) -> None:
@@ -49,14 +44,14 @@ def test_fold_end_to_end_then_restore(rec: Recorder, remote: S3Remote, tmp_path:
             report.trimmed) == (121, 1, 5, 5, 121)
     assert rec.conn.redis.xlen(rec.key) == 0
     floor = driver.floor
-    assert floor_ids(floor, rec.queue) == all_ids(rec)
+    assert floor_ids(floor, rec.queue) == rec.written_ids()
     assert [q.stream_id for q in floor.quarantined(rec.queue)] == [bad]
-    assert folded_ids(remote, rec.queue) == all_ids(rec)
+    assert folded_ids(remote, rec.queue) == rec.written_ids()
     checked = verify(remote, progress=False)[rec.queue]
     assert (checked.slices, checked.entries) == (5, 121)
     manifest = remote.read_manifest(rec.queue)
     assert manifest is not None and (manifest.head, manifest.slices, manifest.entries) == (
-        all_ids(rec)[-1], 5, 121)
+        rec.written_ids()[-1], 5, 121)
 
     restored = restore(remote, tmp_path / "restored", progress=False)[rec.queue]
     assert (restored.slices, restored.entries, restored.quarantined) == (5, 120, 1)
@@ -72,7 +67,7 @@ def test_fold_end_to_end_then_restore(rec: Recorder, remote: S3Remote, tmp_path:
     rec.add(7)
     more = driver.fold(rec.queue)
     assert (more.entries, more.slices, more.uploaded) == (7, 1, 1)
-    assert folded_ids(remote, rec.queue) == all_ids(rec)
+    assert folded_ids(remote, rec.queue) == rec.written_ids()
     driver.close()
 
 
@@ -86,7 +81,7 @@ def test_floor_only_then_a_remote_uploads_the_backlog(rec: Recorder, weed_remote
         late = Driver(rec.conn, floor, weed_remote, slice_count=20).fold(rec.queue)
         assert (late.uploaded, late.entries) == (3, 0)
         assert floor.status(rec.queue).pending == 0
-    assert folded_ids(weed_remote, rec.queue) == all_ids(rec)
+    assert folded_ids(weed_remote, rec.queue) == rec.written_ids()
 
 
 def test_an_undeclared_stream_is_never_trimmed(rconn: Connection, queue: str,
@@ -161,7 +156,7 @@ def test_slices_are_bounded_by_bytes(rec: Recorder, weed_remote: S3Remote,
     assert report.slices >= 4
     refs = weed_remote.list_slices(rec.queue)
     assert len(refs) == report.slices
-    assert folded_ids(weed_remote, rec.queue) == all_ids(rec)
+    assert folded_ids(weed_remote, rec.queue) == rec.written_ids()
 
 
 def test_the_floor_grows_its_map_mid_fold(rec: Recorder, tmp_path: Path) -> None:
@@ -169,7 +164,7 @@ def test_the_floor_grows_its_map_mid_fold(rec: Recorder, tmp_path: Path) -> None
     with Floor(tmp_path / "tiny", map_size=64 * 1024) as floor:
         report = Driver(rec.conn, floor, slice_count=500).fold(rec.queue)
         assert report.entries == 3000 and floor.grows >= 1
-        assert floor_ids(floor, rec.queue) == all_ids(rec)
+        assert floor_ids(floor, rec.queue) == rec.written_ids()
 
 
 def test_fold_declared_folds_every_declared_queue(rconn: Connection, floor_path: Path) -> None:
@@ -213,7 +208,7 @@ def test_a_store_that_is_down_keeps_the_stream(rec: Recorder, weed_remote: S3Rem
         report = Driver(rec.conn, floor, flaky, slice_count=10).fold(rec.queue)
         proxy.close()
         assert (report.uploaded, report.trimmed) == (3, 30)
-    assert folded_ids(weed_remote, rec.queue) == all_ids(rec)
+    assert folded_ids(weed_remote, rec.queue) == rec.written_ids()
 
 
 def test_503s_are_retried(rec: Recorder, weed_remote: S3Remote, seaweed: SeaweedS3,
@@ -225,7 +220,7 @@ def test_503s_are_retried(rec: Recorder, weed_remote: S3Remote, seaweed: Seaweed
     report = Driver(rec.conn, floor_path, flaky, slice_count=10).fold(rec.queue)
     proxy.close()
     assert proxy.refused == 3 and report.trimmed == 25
-    assert folded_ids(weed_remote, rec.queue) == all_ids(rec)
+    assert folded_ids(weed_remote, rec.queue) == rec.written_ids()
 
 
 def test_seaweedfs_stopped_mid_fold(rec: Recorder, tmp_path: Path) -> None:
@@ -244,11 +239,11 @@ def test_seaweedfs_stopped_mid_fold(rec: Recorder, tmp_path: Path) -> None:
             Driver(rec.conn, tmp_path / "floor", remote, slice_count=10, hook=hook).fold(
                 rec.queue)
         remaining = rec.stream_ids()
-        assert remaining == all_ids(rec)[10:]  # only the uploaded slice was trimmed
+        assert remaining == rec.written_ids()[10:]  # only the uploaded slice was trimmed
         server.start()  # same folder, same ports: the data is still there
         report = Driver(rec.conn, tmp_path / "floor", remote, slice_count=10).fold(rec.queue)
         assert report.uploaded == 3 and rec.conn.redis.xlen(rec.key) == 0
-        assert folded_ids(remote, rec.queue) == all_ids(rec)
+        assert folded_ids(remote, rec.queue) == rec.written_ids()
 
 
 def test_two_drivers_in_threads_never_duplicate_or_skip(rec: Recorder, server_url: str,
@@ -279,8 +274,8 @@ def test_two_drivers_in_threads_never_duplicate_or_skip(rec: Recorder, server_ur
         thread.join(30)
     assert not errors
     Driver(rec.conn, floor, weed_remote, slice_count=7, wait_ms=5000).fold(rec.queue)
-    assert floor_ids(floor, rec.queue) == all_ids(rec)
-    assert folded_ids(weed_remote, rec.queue) == all_ids(rec)
+    assert floor_ids(floor, rec.queue) == rec.written_ids()
+    assert folded_ids(weed_remote, rec.queue) == rec.written_ids()
     assert rec.conn.redis.xlen(rec.key) == 0
     floor.close()
 
@@ -294,7 +289,7 @@ def test_a_second_machine_catches_up_from_the_remote(rec: Recorder, weed_remote:
     second = Driver(rec.conn, tmp_path / "b", weed_remote, slice_count=10)
     report = second.fold(rec.queue)
     assert (report.pulled, report.entries, report.uploaded) == (3, 5, 1)
-    assert floor_ids(second.floor, rec.queue) == all_ids(rec)
+    assert floor_ids(second.floor, rec.queue) == rec.written_ids()
     manifest = weed_remote.read_manifest(rec.queue)
     assert manifest is not None and manifest.entries == 35 and manifest.slices == 4
     first.fold(rec.queue)  # and back: the first machine pulls the slice it missed
@@ -341,5 +336,5 @@ def test_the_parsed_read_path_folds_the_same(rec: Recorder, tmp_path: Path) -> N
     driver = Driver(rec.conn, tmp_path / "parsed", slice_count=8)
     driver._raw = None  # what a cluster client gets: redis-py's parsed XRANGE
     assert driver.fold(rec.queue).entries == 31
-    assert floor_ids(driver.floor, rec.queue) == all_ids(rec)
+    assert floor_ids(driver.floor, rec.queue) == rec.written_ids()
     driver.close()

@@ -36,10 +36,6 @@ from tests.support.archive import floor_ids, folded_ids
 from tests.support.recorder import Recorder
 
 
-def all_ids(rec: Recorder) -> list[str]:
-    return sorted((sid for sid, _ in rec.written), key=id_key)
-
-
 def invoke(*args: str) -> tuple[int, str, str]:
     result = CliRunner().invoke(archive_cli, list(args), catch_exceptions=False)
     return result.exit_code, result.stdout, result.stderr
@@ -140,12 +136,12 @@ def test_the_drivers_own_trims_are_never_a_gap(rec: Recorder, weed_remote: S3Rem
         for _ in range(3):
             rec.add(9)
             driver.fold(rec.queue)
-        assert floor_ids(floor, rec.queue) == all_ids(rec)
+        assert floor_ids(floor, rec.queue) == rec.written_ids()
         assert floor.gaps(rec.queue) == []
     rec.add(5)
     late = Driver(rec.conn, tmp_path / "late", weed_remote, slice_count=4)
     assert late.fold(rec.queue).entries == 5  # pulled the 27 first, then read the 5
-    assert floor_ids(late.floor, rec.queue) == all_ids(rec)
+    assert floor_ids(late.floor, rec.queue) == rec.written_ids()
     late.close()
 
 
@@ -207,8 +203,8 @@ def test_a_driver_without_the_remote_never_trims_what_the_remote_lacks(
     assert rec.conn.redis.xlen(rec.key) == 10
     rec.add(10)
     assert b.fold(rec.queue).entries == 20
-    assert floor_ids(b.floor, rec.queue) == all_ids(rec)
-    assert folded_ids(weed_remote, rec.queue) == all_ids(rec)
+    assert floor_ids(b.floor, rec.queue) == rec.written_ids()
+    assert folded_ids(weed_remote, rec.queue) == rec.written_ids()
     restored = restore(weed_remote, tmp_path / "restored", progress=False)[rec.queue]
     assert restored.entries == 30
     a.close()
@@ -230,7 +226,7 @@ def test_a_declared_record_holds_from_the_first_fold(
     rec.add(10)
     assert a.fold(rec.queue).entries == 10  # a reader keeps up without gaps
     assert b.fold(rec.queue).trimmed == 10
-    assert floor_ids(a.floor, rec.queue) == floor_ids(b.floor, rec.queue) == all_ids(rec)
+    assert floor_ids(a.floor, rec.queue) == floor_ids(b.floor, rec.queue) == rec.written_ids()
     assert a.floor.gaps(rec.queue) == []
     a.close()
     b.close()

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from echomq.archive import Driver, Floor, S3Remote, plan, restore, verify
-from echomq.archive.entries import id_key
 from echomq.errors import ChecksumMismatch, MissingSlice
 from tests.support.archive import floor_ids
 from tests.support.recorder import Recorder
@@ -16,7 +15,7 @@ from tests.support.recorder import Recorder
 def folded(rec: Recorder, remote: S3Remote, path: Path, n: int = 50) -> list[str]:
     rec.add(n)
     Driver(rec.conn, path, remote, slice_count=10).fold(rec.queue)
-    return sorted((sid for sid, _ in rec.written), key=id_key)
+    return rec.written_ids()
 
 
 def test_a_missing_middle_slice_is_named(rec: Recorder, remote: S3Remote,

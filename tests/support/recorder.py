@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from echomq.archive.entries import id_key
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
 
@@ -42,6 +43,10 @@ class Recorder:
         sid = self.conn.redis.xadd(self.key, fields)
         self.written.append((sid, fields))
         return str(sid)
+
+    def written_ids(self) -> list[str]:
+        """Every id this recorder wrote, in stream order."""
+        return sorted((sid for sid, _ in self.written), key=id_key)
 
     def stream_ids(self) -> list[str]:
         return [sid for sid, _ in self.conn.redis.xrange(self.key)]
