@@ -29,7 +29,7 @@ Settled = Literal["completed", "cancelled"]
 
 FailVerdict = Literal["retrying", "dead"]
 _FAIL_VERDICTS: dict[int, FailVerdict] = {1: "retrying", 2: "dead"}
-"""fail.lua's success codes."""
+"""fail-3.lua's success codes."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def per_job_errors(verb: str, job_ids: Sequence[str], codes: Sequence[Any]
 
 
 def add_call(keys: Keys, options: Sequence[str | int], jobs: Sequence[tuple[str, str]]) -> Call:
-    """add.lua: enqueue ``(id or "", payload JSON)`` pairs with the same options; its
+    """add-2.lua: enqueue ``(id or "", payload JSON)`` pairs with the same options; its
     reply is one id per job (an existing id for an idempotent add)."""
     args: list[str | int] = [keys.base, *options]
     for job_id, body in jobs:
@@ -73,7 +73,7 @@ def added(reply: Any) -> list[str]:
 
 
 def claim_call(keys: Keys, lease_ms: int, count: int) -> Call:
-    """claim.lua: promote due scheduled jobs, then take up to ``count`` under one lease."""
+    """claim-3.lua: promote due scheduled jobs, then take up to ``count`` under one lease."""
     return ("claim", [keys.pending, keys.scheduled, keys.active], [keys.base, lease_ms, count])
 
 
@@ -88,7 +88,7 @@ def claimed(flat: Sequence[Any]) -> list[tuple[str, int, str]]:
 
 def complete_call(keys: Keys, settlements: Sequence[Settlement], record: bool,
                   keep: int = -1) -> Call:
-    """complete.lua for a batch; its reply is one code per job (``per_job_errors``)."""
+    """complete-2.lua for a batch; its reply is one code per job (``per_job_errors``)."""
     args: list[str | int] = [keys.base, "1" if record else "0",
                              validate.keep_count(keep, "keep")]
     for s in settlements:
@@ -109,7 +109,7 @@ def fail_call(
     keys: Keys, job_id: str, token: int, error: str, *, backoff_ms: int, backoff_cap_ms: int,
     record: bool = False, retry: bool = True,
 ) -> Call:
-    """fail.lua for one job: retry after a backoff, or dead-letter (``retry=False``: at once)."""
+    """fail-3.lua for one job: retry after a backoff, or dead-letter (``retry=False``: at once)."""
     keys.job(job_id)  # the gate, before the wire
     return ("fail", [keys.active, keys.scheduled, keys.dead],
             [keys.base, job_id, token, error, backoff_ms, backoff_cap_ms,
@@ -134,7 +134,7 @@ def failed(reply: Any, job_id: str) -> FailVerdict | BaseException:
 
 
 def extend_call(keys: Keys, job_id: str, token: int, lease_ms: int) -> Call:
-    """extend_lock.lua: re-score a held job's lease to server TIME + ``lease_ms``."""
+    """extend_lock-2.lua: re-score a held job's lease to server TIME + ``lease_ms``."""
     return ("extend_lock", [keys.active, keys.job(job_id)], [job_id, token, lease_ms])
 
 
@@ -154,12 +154,12 @@ REAP_BATCH = 1000
 
 
 def reap_call(keys: Keys, batch: int = REAP_BATCH) -> Call:
-    """reap.lua: up to ``batch`` lapsed leases back to pending; its reply is their ids."""
+    """reap-2.lua: up to ``batch`` lapsed leases back to pending; its reply is their ids."""
     return ("reap", [keys.active, keys.pending], [keys.base, batch])
 
 
 def release_call(keys: Keys, held: Sequence[tuple[str, int]]) -> Call:
-    """release.lua: hand ``(id, token)`` pairs back to the front of pending; one code per job."""
+    """release-1.lua: hand ``(id, token)`` pairs back to the front of pending; one code per job."""
     args: list[str | int] = [keys.base]
     for job_id, token in held:
         keys.job(job_id)  # the gate, before the wire
@@ -173,7 +173,7 @@ def released(held: Sequence[tuple[str, int]], reply: Any) -> list[EchoMQError | 
 
 
 def remove_call(keys: Keys, job_id: str) -> Call:
-    """remove_job.lua: delete a pending or scheduled job."""
+    """remove_job-3.lua: delete a pending or scheduled job."""
     return ("remove_job", [keys.pending, keys.scheduled, keys.job(job_id)], [keys.base, job_id])
 
 
@@ -183,7 +183,7 @@ def removed(reply: Any, job_id: str) -> None:
 
 
 def stalled_call(keys: Keys, max_stalled: int, limit: int) -> Call:
-    """stalled_check.lua: one count-thresholded sweep over at most ``limit`` lapses."""
+    """stalled_check-3.lua: one count-thresholded sweep over at most ``limit`` lapses."""
     return ("stalled_check", [keys.active, keys.pending, keys.dead],
             [keys.base, max_stalled, limit])
 

@@ -32,7 +32,7 @@ from echomq.worker.held import STOP, Held
 log = logging.getLogger("echomq.consumer")
 
 MAX_PER_CALL = 1000
-"""Settlements per complete call, the limit complete.lua documents."""
+"""Settlements per complete call, the limit complete-2.lua documents."""
 
 
 class Settler:

@@ -6,7 +6,7 @@
   leave active, HINCRBY stalled; below max_stalled recover (pending at the front,
   or its lane when grouped, giving back the lane's slot); at or above it dead-letter
   (state dead, last_error stalled, the dead set scored by the time it died (server
-  clock, as fail.lua scores it), failed metric, the declared stream).
+  clock, as fail-3.lua scores it), failed metric, the declared stream).
   The script, like the seed, creates a skeleton row for a ghost (no row) on HINCRBY.
   Native (functions) differs, every read and check before the first write:
     'ERR EMQ.STALLED.CHECK max_stalled must be a positive integer' (and limit);
