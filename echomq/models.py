@@ -50,6 +50,8 @@ class Job:
     created_at: int | None
     claimed_at: int | None
     finished_at: int | None
+    entry: str | None
+    """The outcome stream entry that recorded how it finished (recording queues only)."""
     raw: dict[str, str] = field(repr=False, compare=False)
 
     @classmethod
@@ -75,6 +77,7 @@ class Job:
             created_at=num("created_at"),
             claimed_at=num("claimed_at"),
             finished_at=num("finished_at"),
+            entry=row.get("entry"),
             raw=dict(row),
         )
 

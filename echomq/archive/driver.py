@@ -175,7 +175,7 @@ class Driver(StreamChecks, UploadSteps):
         share one lease token, so a fold whose lease release was lost to a server failure
         does not lock this driver's next fold out.
         """
-        keys = Keys(queue)
+        keys = self.conn.keys(queue)
         tally = _Tally(queue)
         try:
             with self._folding:
@@ -184,7 +184,8 @@ class Driver(StreamChecks, UploadSteps):
                                       "declare it before archiving (it is never trimmed "
                                       "otherwise)")
                 lease = FoldLease(self.redis, queue, self.lease_ms, self.wait_ms,
-                                  token=self._lease_token, url=self.conn.url).acquire()
+                                  token=self._lease_token, url=self.conn.url,
+                                  prefix=self.conn.prefix).acquire()
                 try:
                     self._fold_slices(keys, queue, lease, tally)
                 finally:

@@ -18,7 +18,7 @@ import redis
 from echomq.errors import LeaseHeld
 from echomq.queue import registry
 from echomq.queue.executors import Arg, ScriptsExecutor
-from echomq.queue.keys import Keys
+from echomq.queue.keys import PREFIX, Keys
 from echomq.queue.replies import raise_for_reply
 
 POLL_S = 0.05
@@ -30,12 +30,13 @@ class FoldLease:
     """A fenced lease on one queue's archive; ``wait_ms`` > 0 waits for a held one."""
 
     def __init__(self, client: redis.Redis, queue: str, lease_ms: int, wait_ms: int = 0,
-                 token: str | None = None, url: str = "") -> None:
+                 token: str | None = None, url: str = "",
+                 prefix: str = PREFIX) -> None:
         self.client = client
         # script-only on either executor: both run these by EVALSHA, the same path
         self._executor = ScriptsExecutor(client, url)
         self.queue = queue
-        self.keys = Keys(queue)
+        self.keys = Keys(queue, prefix)
         self.lease_ms = lease_ms
         self.wait_ms = wait_ms
         self.token = token or uuid.uuid4().hex

@@ -52,13 +52,14 @@ class Options:
     url: str | None = None
     executor: str = "scripts"
     data_dir: str | None = None
+    prefix: str = "emq"
     _conn: Connection | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(cls) -> Options:
         """What the root would have parsed, for a group invoked on its own (tests, embedders)."""
         return cls(os.environ.get("EMQ_URL"), os.environ.get("EMQ_EXECUTOR", "scripts"),
-                   os.environ.get("EMQ_DATA_DIR"))
+                   os.environ.get("EMQ_DATA_DIR"), os.environ.get("EMQ_PREFIX", "emq"))
 
     def connect(self, url: str | None = None) -> Connection:
         """The invocation's connection; ``url`` (a subcommand's own ``--url``) overrides
@@ -68,7 +69,7 @@ class Options:
 
             with as_click_error():
                 self._conn = connect(url or self.url, executor=self.executor,  # type: ignore[arg-type]
-                                     data_dir=self.data_dir)
+                                     data_dir=self.data_dir, prefix=self.prefix)
         return self._conn
 
 
@@ -134,14 +135,16 @@ class LazyGroup(click.Group):
 @click.option("--data-dir", envvar="EMQ_DATA_DIR", default=None,
               help="Folder of the embedded Valkey used without --url: one shared, "
               "persistent server per folder (default ./.echomq/valkey).")
+@click.option("--prefix", envvar="EMQ_PREFIX", default="emq", show_default=True,
+              help="The first part of every key EchoMQ writes: one deployment or tenant.")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
 @click.pass_context
 def main(ctx: click.Context, url: str | None, executor: str, data_dir: str | None,
-         log_level: str) -> None:
+         prefix: str, log_level: str) -> None:
     """EchoMQ: a reliable job queue on Redis/Valkey with a durable archive."""
     logging.basicConfig(level=log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for chatty in ("botocore", "boto3", "urllib3", "apscheduler"):  # their INFO is noise here
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLevelName(log_level)))
-    ctx.obj = Options(url, executor, data_dir)
+    ctx.obj = Options(url, executor, data_dir, prefix)

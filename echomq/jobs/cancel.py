@@ -17,7 +17,6 @@ from echomq.errors import JobGone, NotCancellable
 from echomq.jobs.settle import remove_job
 from echomq.queue.connection import Connection
 from echomq.queue.events import publish
-from echomq.queue.keys import Keys
 
 _ids = itertools.count(1)
 _cancel_lock = threading.Lock()  # so the first reason wins when two threads cancel at once
@@ -85,7 +84,7 @@ def request(
     ``cancel=True``) nobody hears it and the job runs on. Any other state raises
     ``NotCancellable``; no row raises ``JobGone``.
     """
-    state = conn.redis.hget(Keys(queue).job(job_id), "state")
+    state = conn.redis.hget(conn.keys(queue).job(job_id), "state")
     if state is None:
         raise JobGone(f"cancel {job_id!r}: no such job")
     if state in ("pending", "scheduled"):

@@ -9,7 +9,6 @@ from __future__ import annotations
 from echomq.errors import InvalidArgument
 from echomq.queue import transitions, validate
 from echomq.queue.connection import Connection
-from echomq.queue.keys import Keys
 from echomq.queue.transitions import REAP_BATCH
 
 __all__ = ["REAP_BATCH", "extend_lock", "reap"]
@@ -25,7 +24,7 @@ def extend_lock(conn: Connection, queue: str, job_id: str, token: int, lease_ms:
     validate.positive_int(lease_ms, "lease_ms")
     if isinstance(token, bool) or not isinstance(token, int):
         raise InvalidArgument(f"token must be an int, got {token!r}")
-    reply = conn.executor.run(*transitions.extend_call(Keys(queue), job_id, token, lease_ms))
+    reply = conn.executor.run(*transitions.extend_call(conn.keys(queue), job_id, token, lease_ms))
     error = transitions.extended(reply, job_id)
     if error is not None:
         raise error
@@ -33,7 +32,7 @@ def extend_lock(conn: Connection, queue: str, job_id: str, token: int, lease_ms:
 
 def reap(conn: Connection, queue: str) -> list[str]:
     """Return every lapsed lease to pending once, with no count; the ids returned."""
-    call = transitions.reap_call(Keys(queue))
+    call = transitions.reap_call(conn.keys(queue))
     back: list[str] = []
     while True:
         batch = conn.executor.run(*call)

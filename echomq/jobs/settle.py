@@ -14,7 +14,6 @@ from echomq.errors import EchoMQError
 from echomq.jobs.texts import cancelled_result, error_text, result_text
 from echomq.queue import transitions, validate
 from echomq.queue.connection import Connection
-from echomq.queue.keys import Keys
 from echomq.queue.transitions import FailVerdict, Settlement
 
 DEFAULT_BACKOFF_MS = 1_000
@@ -43,7 +42,8 @@ def complete_many(
     """
     if not settlements:
         return []
-    reply = conn.executor.run(*transitions.complete_call(Keys(queue), settlements, record, keep))
+    call = transitions.complete_call(conn.keys(queue), settlements, record, keep)
+    reply = conn.executor.run(*call)
     return transitions.completed([s.job_id for s in settlements], reply)
 
 
@@ -95,7 +95,7 @@ def fail(
     """
     validate.positive_int(backoff_ms, "backoff_ms")
     validate.positive_int(backoff_cap_ms, "backoff_cap_ms")
-    call = transitions.fail_call(Keys(queue), job_id, token, error_text(error),
+    call = transitions.fail_call(conn.keys(queue), job_id, token, error_text(error),
                                  backoff_ms=backoff_ms, backoff_cap_ms=backoff_cap_ms,
                                  record=record, retry=retry)
     verdict = transitions.failed(conn.executor.run(*call), job_id)
@@ -110,12 +110,12 @@ def release_many(
     """Hand held jobs back to the front of pending at once (graceful shutdown)."""
     if not held:
         return []
-    reply = conn.executor.run(*transitions.release_call(Keys(queue), held))
+    reply = conn.executor.run(*transitions.release_call(conn.keys(queue), held))
     return transitions.released(held, reply)
 
 
 def remove_job(conn: Connection, queue: str, job_id: str) -> None:
     """Delete a pending or scheduled job (``NotRemovable`` otherwise, ``JobGone`` if none)."""
-    keys = Keys(queue)
+    keys = conn.keys(queue)
     reply = conn.executor.run(*transitions.remove_call(keys, job_id))
     transitions.removed(reply, job_id)

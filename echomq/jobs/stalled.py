@@ -14,7 +14,6 @@ from echomq.errors import LaneNotNative
 from echomq.models import StalledSweep
 from echomq.queue import transitions, validate
 from echomq.queue.connection import Connection
-from echomq.queue.keys import Keys
 
 DEFAULT_MAX_STALLED = 1
 DEFAULT_LIMIT = 100
@@ -32,7 +31,7 @@ def stalled_check(
     """Run ONE sweep over at most ``limit`` lapsed leases."""
     validate.positive_int(max_stalled, "max_stalled")
     validate.positive_int(limit, "limit")
-    call = transitions.stalled_call(Keys(queue), max_stalled, limit)
+    call = transitions.stalled_call(conn.keys(queue), max_stalled, limit)
     return transitions.swept(conn.executor.run(*call))
 
 

@@ -8,17 +8,17 @@ from echomq.errors import InvalidArgument
 from echomq.models import Counts, Job
 from echomq.queue import validate
 from echomq.queue.connection import Connection
-from echomq.queue.keys import Keys, check_name
+from echomq.queue.keys import check_name
 
 
 def get_job(conn: Connection, queue: str, job_id: str) -> Job | None:
-    row = cast(dict[str, str], conn.redis.hgetall(Keys(queue).job(job_id)))
+    row = cast(dict[str, str], conn.redis.hgetall(conn.keys(queue).job(job_id)))
     return Job.from_row(job_id, row) if row else None
 
 
 def counts(conn: Connection, queue: str) -> Counts:
     """Jobs per state; pending includes every group's lane."""
-    keys = Keys(queue)
+    keys = conn.keys(queue)
     pipe = conn.redis.pipeline(transaction=False)
     for key in (keys.pending, keys.scheduled, keys.active, keys.completed, keys.dead):
         pipe.zcard(key)
@@ -39,14 +39,14 @@ def set_group_limit(conn: Connection, queue: str, group: str, limit: int) -> Non
     without waiting for a held one to settle.
     """
     validate.positive_int(limit, "limit")
-    keys = Keys(queue)
+    keys = conn.keys(queue)
     conn.executor.run(
         "group_limit", [keys.glimits], [keys.base, check_name(group, "group"), limit]
     )
 
 
 def metrics(conn: Connection, queue: str) -> dict[str, int]:
-    keys = Keys(queue)
+    keys = conn.keys(queue)
     pipe = conn.redis.pipeline(transaction=False)
     for name in ("completed", "failed"):
         pipe.hget(keys.metric(name), "count")
@@ -58,7 +58,7 @@ def dead_jobs(conn: Connection, queue: str, limit: int = 100) -> list[str]:
     """Up to ``limit`` dead-lettered ids, oldest first: every dead-letter (a failure past
     ``max_attempts`` or a stall at the threshold) is scored by when it died, server clock."""
     validate.positive_int(limit, "limit")
-    return [str(i) for i in conn.redis.zrange(Keys(queue).dead, 0, limit - 1)]
+    return [str(i) for i in conn.redis.zrange(conn.keys(queue).dead, 0, limit - 1)]
 
 
 PURGE_BATCH = 1000
@@ -71,7 +71,7 @@ def purge(conn: Connection, queue: str, state: str = "dead", keep: int = 0) -> i
     if state not in ("completed", "dead"):
         raise InvalidArgument(f"state must be 'completed' or 'dead', got {state!r}")
     validate.non_negative_int(keep, "keep")
-    keys = Keys(queue)
+    keys = conn.keys(queue)
     state_key = keys.completed if state == "completed" else keys.dead
     total = 0
     while True:

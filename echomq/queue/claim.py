@@ -8,7 +8,6 @@ from echomq.errors import InvalidArgument
 from echomq.models import ClaimedJob
 from echomq.queue import transitions, validate
 from echomq.queue.connection import Connection
-from echomq.queue.keys import Keys
 
 DEFAULT_LEASE_MS = 30_000
 MAX_CLAIM = 1000
@@ -27,7 +26,7 @@ def claim(
     validate.positive_int(count, "count")
     if count > MAX_CLAIM:
         raise InvalidArgument(f"count must be at most {MAX_CLAIM}, got {count}")
-    flat = conn.executor.run(*transitions.claim_call(Keys(queue), lease_ms, count))
+    flat = conn.executor.run(*transitions.claim_call(conn.keys(queue), lease_ms, count))
     if not flat:
         return []
     deadline = int(flat[0])

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 import redis
 
 from echomq.errors import ConnectionFailed, InvalidArgument
+from echomq.queue.keys import PREFIX, Keys, check_prefix, declared_set
 from echomq.servers.shared import SharedValkey
 from echomq.servers.valkey import DATA_DIR_ENV
 
@@ -57,6 +58,7 @@ class Connection:
         url: str,
         executor: ExecutorName = "scripts",
         payload_limit: int = DEFAULT_PAYLOAD_LIMIT,
+        prefix: str = PREFIX,
     ) -> None:
         if executor not in EXECUTORS:
             raise InvalidArgument(f"executor must be one of {EXECUTORS}, got {executor!r}")
@@ -68,7 +70,19 @@ class Connection:
         self.url = url
         self.executor_name: ExecutorName = executor
         self.payload_limit = payload_limit
+        self.prefix = check_prefix(prefix)
+        self.declared_set = declared_set(prefix)
         self._executor: Executor | None = None
+        self._keys: dict[str, Keys] = {}
+
+    def keys(self, queue: str) -> Keys:
+        """The key names of ``queue`` under this connection's prefix (checked, cached)."""
+        found = self._keys.get(queue)
+        if found is None:
+            found = Keys(queue, self.prefix)
+            if len(self._keys) < 10_000:
+                self._keys[queue] = found
+        return found
 
     @property
     def executor(self) -> Executor:
@@ -81,7 +95,8 @@ class Connection:
     def with_executor(self, executor: ExecutorName) -> Connection:
         """The same server and pool, another executor."""
         return Connection(
-            self.redis, url=self.url, executor=executor, payload_limit=self.payload_limit
+            self.redis, url=self.url, executor=executor, payload_limit=self.payload_limit,
+            prefix=self.prefix,
         )
 
     def close(self) -> None:
@@ -93,7 +108,8 @@ class Connection:
         return redact_url(self.url)
 
     def __repr__(self) -> str:
-        return f"Connection({self.safe_url!r}, executor={self.executor_name!r})"
+        return (f"Connection({self.safe_url!r}, executor={self.executor_name!r}, "
+                f"prefix={self.prefix!r})")
 
 
 def connect(
@@ -103,6 +119,7 @@ def connect(
     data_dir: str | os.PathLike[str] | None = None,
     payload_limit: int = DEFAULT_PAYLOAD_LIMIT,
     check: bool = True,
+    prefix: str = PREFIX,
 ) -> Connection:
     """Connect to ``url`` (``redis://``, ``rediss://``, ``unix://``) or, with none,
     to the embedded Valkey of ``data_dir`` (default ``$EMQ_DATA_DIR`` or
@@ -119,7 +136,13 @@ def connect(
     ``rediss://host:6380/0?ssl_ca_certs=/path/ca.pem``. With ``check`` (the
     default) the server is pinged at once, so a wrong URL fails here with
     :class:`ConnectionFailed` naming it (credentials redacted), not at the first verb.
+
+    Every key the library writes starts with ``prefix`` (default ``emq``): queues,
+    rows, the declared set and the archive's leases. Two prefixes on one server are
+    two separate deployments, e.g. one per tenant, each behind its own ACL
+    (``~tenant-a:*``).
     """
+    check_prefix(prefix)
     if executor not in EXECUTORS:
         raise InvalidArgument(f"executor must be one of {EXECUTORS}, got {executor!r}")
     if url is None:
@@ -128,7 +151,8 @@ def connect(
         client = redis.Redis.from_url(url, decode_responses=True, health_check_interval=30)
     except ValueError as exc:
         raise ConnectionFailed(f"cannot use Redis URL {redact_url(url)!r}: {exc}") from exc
-    conn = Connection(client, url=url, executor=executor, payload_limit=payload_limit)
+    conn = Connection(client, url=url, executor=executor, payload_limit=payload_limit,
+                      prefix=prefix)
     if check:
         try:
             client.ping()

@@ -23,7 +23,6 @@ from typing import Protocol, runtime_checkable
 
 from echomq.errors import InvalidArgument
 from echomq.queue.connection import Connection
-from echomq.queue.keys import DECLARED_SET, Keys
 
 
 @runtime_checkable
@@ -55,41 +54,41 @@ def declare(conn: Connection, queue: str, archive: str | ArchiveOfRecord | None 
     replacing any earlier one; without it the record stays as it is (none: the first
     driver that trims claims it).
     """
-    keys = Keys(queue)
+    keys = conn.keys(queue)
     record = None if archive is None else record_address(archive)
     pipe = conn.redis.pipeline(transaction=True)
     pipe.hset(keys.meta, "stream", "1")
     if record is not None:
         pipe.hset(keys.meta, "archive", record)
-    pipe.sadd(DECLARED_SET, queue)
+    pipe.sadd(conn.declared_set, queue)
     pipe.execute()
 
 
 def archive_of_record(conn: Connection, queue: str) -> str | None:
     """The address of ``queue``'s archive of record (None: not set yet)."""
-    value = conn.redis.hget(Keys(queue).meta, "archive")
+    value = conn.redis.hget(conn.keys(queue).meta, "archive")
     return None if value is None else str(value)
 
 
 def undeclare(conn: Connection, queue: str) -> None:
     """Stop archiving ``queue``; its stream and what the archive already holds stay."""
-    keys = Keys(queue)
+    keys = conn.keys(queue)
     pipe = conn.redis.pipeline(transaction=True)
     pipe.hdel(keys.meta, "stream")
-    pipe.srem(DECLARED_SET, queue)
+    pipe.srem(conn.declared_set, queue)
     pipe.execute()
 
 
 def is_declared(conn: Connection, queue: str) -> bool:
-    return bool(conn.redis.hget(Keys(queue).meta, "stream") == "1")
+    return bool(conn.redis.hget(conn.keys(queue).meta, "stream") == "1")
 
 
 def declared_queues(conn: Connection) -> list[str]:
     """Every declared queue, sorted (only those whose meta still says so)."""
-    names = sorted(str(n) for n in conn.redis.smembers(DECLARED_SET))
+    names = sorted(str(n) for n in conn.redis.smembers(conn.declared_set))
     if not names:
         return []
     pipe = conn.redis.pipeline(transaction=False)
     for name in names:
-        pipe.hget(Keys(name).meta, "stream")
+        pipe.hget(conn.keys(name).meta, "stream")
     return [n for n, flag in zip(names, pipe.execute(), strict=True) if flag in ("1", b"1")]

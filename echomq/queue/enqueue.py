@@ -8,7 +8,7 @@ from typing import Any
 from echomq.errors import InvalidArgument
 from echomq.queue import transitions, validate
 from echomq.queue.connection import Connection
-from echomq.queue.keys import Keys, check_name
+from echomq.queue.keys import check_name
 
 DEFAULT_MAX_ATTEMPTS = 3
 BATCH = 1000
@@ -47,7 +47,7 @@ def add(
     and nothing changes. ``delay_ms`` > 0 schedules it; a lower ``priority`` runs
     first (0 is the most urgent); ``group`` puts it in that group's lane.
     """
-    keys = Keys(queue)
+    keys = conn.keys(queue)
     if job_id is not None:
         keys.job(job_id)  # the gate, before the wire
     options = _options(delay_ms, priority, max_attempts, group, name)
@@ -72,7 +72,7 @@ def add_many(
 
     Every payload is checked before the first batch is sent, so a bad one adds nothing.
     """
-    keys = Keys(queue)
+    keys = conn.keys(queue)
     options = _options(delay_ms, priority, max_attempts, group, name)
     bodies = [validate.payload_json(p, conn.payload_limit) for p in payloads]
     ids_in = list(job_ids) if job_ids is not None else None

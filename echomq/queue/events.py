@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from echomq.queue.connection import Connection
-from echomq.queue.keys import Keys
 
 
 @dataclass(frozen=True)
@@ -47,11 +46,12 @@ def publish(
     conn: Connection, queue: str, event: str, job_id: str | None = None, reason: str | None = None
 ) -> int:
     """Publish one event; returns how many subscribers received it."""
-    keys = Keys(queue)
+    keys = conn.keys(queue)
     if job_id is not None:
         keys.job(job_id)
     return int(conn.redis.publish(keys.events, Event(event, job_id, reason).encode()))
 
 
-def channel(queue: str) -> str:
-    return Keys(queue).events
+def channel(conn: Connection, queue: str) -> str:
+    """The pub/sub channel of ``queue``'s events under ``conn``'s prefix."""
+    return conn.keys(queue).events

@@ -1,9 +1,11 @@
-"""The key builder: the only place that formats ``emq:{q}:...`` keys.
+"""The key builder: the only place that formats ``<prefix>:{q}:...`` keys.
 
 Every key of queue ``q`` carries the hash tag ``{q}``, so a queue lives in one
-cluster slot and one Lua call may touch all of its keys. Names are gated here,
-before anything reaches the wire: a name that could break the layout or the
-hash tag is refused with :class:`~echomq.errors.InvalidKey`.
+cluster slot and one Lua call may touch all of its keys. Every key starts with the
+connection's prefix (``emq`` unless ``connect(prefix=...)`` says otherwise), so two
+tenants or two ACL scopes on one server never see each other's keys. Names are gated
+here, before anything reaches the wire: a name or prefix that could break the layout
+or the hash tag is refused with :class:`~echomq.errors.InvalidKey`.
 """
 
 from __future__ import annotations
@@ -20,8 +22,28 @@ PREFIX = "emq"
 # control character (C0, DEL and the C1 range).
 _FORBIDDEN = re.compile(r"[{}:\s\x00-\x1f\x7f-\x9f]")
 
-DECLARED_SET = f"{PREFIX}:declared"
-"""Every queue whose outcome stream is declared for archiving (one global set)."""
+MAX_PREFIX_LENGTH = 64
+# Letters, digits and ``_.-``, in ``:``-separated parts: no brace (the hash tag), no
+# empty part, nothing a glob or a log would misread.
+_PREFIX = re.compile(r"^[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)*$")
+
+
+def check_prefix(value: object) -> str:
+    """Return ``value`` if it is a usable key prefix, else raise ``InvalidKey``."""
+    if not isinstance(value, str):
+        raise InvalidKey(f"prefix must be a str, got {type(value).__name__}")
+    if len(value) > MAX_PREFIX_LENGTH:
+        raise InvalidKey(f"prefix is {len(value)} characters; the limit is {MAX_PREFIX_LENGTH}")
+    if not _PREFIX.match(value):
+        raise InvalidKey(
+            f"prefix {value!r} must be letters, digits and '_.-' in ':'-separated parts"
+        )
+    return value
+
+
+def declared_set(prefix: str = PREFIX) -> str:
+    """Every queue of ``prefix`` whose outcome stream is declared for archiving."""
+    return check_prefix(prefix) + ":declared"
 
 
 def check_name(value: object, what: str = "name") -> str:
@@ -47,17 +69,19 @@ def check_name(value: object, what: str = "name") -> str:
 
 @dataclass(frozen=True)
 class Keys:
-    """All key names of one queue."""
+    """All key names of one queue under one prefix."""
 
     queue: str
+    prefix: str = PREFIX
 
     def __post_init__(self) -> None:
         check_name(self.queue, "queue name")
+        check_prefix(self.prefix)
 
     @cached_property
     def base(self) -> str:
-        """``emq:{q}:``: the prefix the Lua scripts extend for rows, metrics and lanes."""
-        return f"{PREFIX}:{{{self.queue}}}:"
+        """``<prefix>:{q}:``: what the Lua scripts extend for rows, metrics and lanes."""
+        return f"{self.prefix}:{{{self.queue}}}:"
 
     def job(self, job_id: str) -> str:
         return self.base + "job:" + check_name(job_id, "job id")

@@ -40,7 +40,6 @@ from echomq.queue import validate
 from echomq.queue.claim import DEFAULT_LEASE_MS, MAX_CLAIM
 from echomq.queue.connection import Connection
 from echomq.queue.events import Event
-from echomq.queue.keys import Keys
 from echomq.queue.transitions import LEASE_LOST
 from echomq.worker.beat import Beat, Recovery
 from echomq.worker.claim_loop import ClaimLoop
@@ -82,7 +81,7 @@ class Consumer:
         result_limit: int = DEFAULT_RESULT_LIMIT,
     ) -> None:
         self.conn = conn
-        self.keys = Keys(queue)
+        self.keys = self.conn.keys(queue)
         self.queue = queue
         self.handler = handler
         self.concurrency = validate.positive_int(concurrency, "concurrency")

@@ -146,7 +146,7 @@ def test_concurrent_cancels_agree_on_one_reason() -> None:
 def subscriber(server_url: str, queue: str) -> Iterator[Any]:
     client = redis.Redis.from_url(server_url, decode_responses=True)
     pubsub = client.pubsub()
-    pubsub.subscribe(channel(queue))
+    pubsub.subscribe(channel(conn, queue))
     confirm = wait_until(lambda: pubsub.get_message(timeout=0.1))
     assert confirm["type"] == "subscribe"
     yield pubsub
@@ -205,7 +205,7 @@ def test_an_active_job_with_no_subscriber_is_signalled_and_runs_on(
 ) -> None:
     job_id = echomq.add(conn, queue, {"n": 1})
     [held] = echomq.claim(conn, queue, lease_ms=LONG)
-    assert conn.redis.pubsub_numsub(channel(queue)) == [(channel(queue), 0)]
+    assert conn.redis.pubsub_numsub(channel(conn, queue)) == [(channel(conn, queue), 0)]
     assert echomq.cancel.request(conn, queue, job_id, "nobody hears") == "signalled"
     # at most once: the signal is gone, the job is still held and settles normally
     job = echomq.get_job(conn, queue, job_id)

@@ -18,7 +18,7 @@ from tests.support.waits import wait_until
 def listener(server_url: str, queue: str) -> Iterator[Any]:
     client = redis.Redis.from_url(server_url, decode_responses=True)
     pubsub = client.pubsub()
-    pubsub.subscribe(channel(queue))
+    pubsub.subscribe(channel(conn, queue))
     assert wait_until(lambda: pubsub.get_message(timeout=0.1))["type"] == "subscribe"
     yield pubsub
     pubsub.close()
@@ -37,7 +37,7 @@ def received(pubsub: Any) -> list[Event | None]:
 
 
 def test_the_channel_is_the_queues_events_key(queue: str) -> None:
-    assert channel(queue) == f"emq:{{{queue}}}:events"
+    assert channel(conn, queue) == f"emq:{{{queue}}}:events"
 
 
 def test_publish_and_subscribe_round_trip(
@@ -94,5 +94,5 @@ def test_the_added_event_is_plain_json(
     echomq.add(conn, queue, {"n": 1})
     message = wait_until(lambda: listener.get_message(timeout=0.1))
     assert (message["channel"], json.loads(message["data"])) == (
-        channel(queue), {"event": "added"},
+        channel(conn, queue), {"event": "added"},
     )

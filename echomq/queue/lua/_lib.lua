@@ -64,13 +64,19 @@ local function emq_recording(p, force)
   return force == '1' or redis.call('HGET', p .. 'meta', 'stream') == '1'
 end
 
--- append one outcome to the outcome stream, inside the settling call
-local function emq_record(p, id, outcome, result, attempts, now, created)
+-- append one outcome to the outcome stream, inside the settling call; returns the
+-- entry's id, which the caller stores on the row (`entry`) so that retention can tell
+-- whether the archive has folded it. `started` is when the last attempt was claimed.
+local function emq_record(p, id, outcome, result, attempts, now, created, started)
+  local fields = {'job', id, 'outcome', outcome, 'result', result,
+    'attempts', attempts or '0', 'at', now}
   if created then
-    redis.call('XADD', p .. 'completions', '*', 'job', id, 'outcome', outcome,
-      'result', result, 'attempts', attempts or '0', 'at', now, 'created_at', created)
-  else
-    redis.call('XADD', p .. 'completions', '*', 'job', id, 'outcome', outcome,
-      'result', result, 'attempts', attempts or '0', 'at', now)
+    fields[#fields + 1] = 'created_at'
+    fields[#fields + 1] = created
   end
+  if started then
+    fields[#fields + 1] = 'started_at'
+    fields[#fields + 1] = started
+  end
+  return redis.call('XADD', p .. 'completions', '*', unpack(fields))
 end

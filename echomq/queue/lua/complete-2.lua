@@ -20,7 +20,7 @@ for n, id in ipairs(ids) do
   local i = 4 * n
   local token, outcome, result = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local jk = p .. 'job:' .. id
-  local row = redis.call('HMGET', jk, 'attempts', 'group', 'created_at')
+  local row = redis.call('HMGET', jk, 'attempts', 'group', 'created_at', 'claimed_at')
   local code = 1
   if not row[1] then
     code = -1
@@ -31,17 +31,20 @@ for n, id in ipairs(ids) do
   end
   if code == 1 then
     done[id] = true
-    redis.call('HSET', jk, 'state', 'completed', 'result', result, 'finished_at', now)
+    if recording then
+      local recorded = result
+      if outcome == 'cancelled' then recorded = string.sub(result, 11) end
+      local entry = emq_record(p, id, outcome, recorded, row[1], now, row[3], row[4])
+      redis.call('HSET', jk, 'state', 'completed', 'result', result, 'finished_at', now,
+        'entry', entry)
+    else
+      redis.call('HSET', jk, 'state', 'completed', 'result', result, 'finished_at', now)
+    end
     finished[#finished + 1] = now
     finished[#finished + 1] = id
     if row[2] then
       redis.call('ZREM', KEYS[1], id)
       emq_release_slot(p, row[2])
-    end
-    if recording then
-      local recorded = result
-      if outcome == 'cancelled' then recorded = string.sub(result, 11) end
-      emq_record(p, id, outcome, recorded, row[1], now, row[3])
     end
   end
   codes[n] = code

@@ -19,7 +19,7 @@ if EMQ_NATIVE then
   if lease > EMQ_MAX_INT then
     return redis.error_reply('ERR EMQ.EXTEND lease_ms must be at most 2199023255552')
   end
-  local base = string.match(KEYS[1], '^(emq:{[^{}]+}:)active$')
+  local base = string.match(KEYS[1], '^([^{}]+:{[^{}]+}:)active$')
   if not base or KEYS[2] ~= base .. 'job:' .. ARGV[1] then
     return redis.error_reply('ERR EMQ.EXTEND keys do not match the queue layout')
   end

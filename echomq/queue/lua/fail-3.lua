@@ -12,7 +12,8 @@
 local p = ARGV[1]
 local id = ARGV[2]
 local jk = p .. 'job:' .. id
-local row = redis.call('HMGET', jk, 'attempts', 'max_attempts', 'released', 'group', 'created_at')
+local row = redis.call('HMGET', jk, 'attempts', 'max_attempts', 'released', 'group', 'created_at',
+  'claimed_at')
 if not row[1] then return -1 end
 if row[1] ~= ARGV[3] then return -2 end
 if not redis.call('ZSCORE', KEYS[1], id) then return -3 end
@@ -32,6 +33,7 @@ redis.call('HSET', jk, 'state', 'dead', 'last_error', ARGV[4], 'finished_at', no
 redis.call('ZADD', KEYS[3], now, id)
 redis.call('HINCRBY', p .. 'metrics:failed', 'count', 1)
 if emq_recording(p, ARGV[7]) then
-  emq_record(p, id, 'dead', ARGV[4], row[1], now, row[5])
+  local entry = emq_record(p, id, 'dead', ARGV[4], row[1], now, row[5], row[6])
+  redis.call('HSET', jk, 'entry', entry)
 end
 return 2

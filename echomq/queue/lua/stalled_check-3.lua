@@ -34,7 +34,7 @@ if EMQ_NATIVE then
   if l > EMQ_MAX_INT then
     return redis.error_reply('ERR EMQ.STALLED.CHECK limit must be at most 2199023255552')
   end
-  if not string.match(p, '^emq:{[^{}]+}:$') or KEYS[1] ~= p .. 'active'
+  if not string.match(p, '^[^{}]+:{[^{}]+}:$') or KEYS[1] ~= p .. 'active'
       or KEYS[2] ~= p .. 'pending' or KEYS[3] ~= p .. 'dead' then
     return redis.error_reply('ERR EMQ.STALLED.CHECK keys do not match the queue layout')
   end
@@ -48,7 +48,11 @@ local function dead_letter(jk, id, attempts, created)
   redis.call('HSET', jk, 'state', 'dead', 'last_error', 'stalled', 'finished_at', now)
   redis.call('ZADD', KEYS[3], now, id)  -- scored by the time it died, as fail does
   redis.call('HINCRBY', p .. 'metrics:failed', 'count', 1)
-  if emq_recording(p, '0') then emq_record(p, id, 'dead', 'stalled', attempts, now, created) end
+  if emq_recording(p, '0') then
+    local started = redis.call('HGET', jk, 'claimed_at')
+    local entry = emq_record(p, id, 'dead', 'stalled', attempts, now, created, started or nil)
+    redis.call('HSET', jk, 'entry', entry)
+  end
   dead[#dead + 1] = id
 end
 
