@@ -1,0 +1,160 @@
+"""The dashboard's actions (POST): each checks read-only, then the CSRF token, then acts
+and redirects back (303) with what it did."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode, urlsplit
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+
+import echomq
+from echomq import cancel
+from echomq.errors import EchoMQError
+from echomq.web import verbs
+from echomq.web.security import SESSION_COOKIE, cookie_path, csrf_ok, set_session
+
+if TYPE_CHECKING:
+    from echomq.web.app import Dashboard
+
+MAX_SELECTED = 1000
+
+
+def _next(request: Request, form: Any, fallback: str) -> str:
+    """Where to go back to: the form's ``next`` when it is a path of this site."""
+    target = str(form.get("next") or "")
+    parts = urlsplit(target)
+    if not target.startswith("/") or target.startswith("//") or parts.scheme or parts.netloc:
+        return fallback
+    return target
+
+
+def _redirect(target: str, message: str) -> RedirectResponse:
+    parts = urlsplit(target)
+    query = "&".join(p for p in parts.query.split("&") if p and not p.startswith("done="))
+    query = (query + "&" if query else "") + urlencode({"done": message})
+    return RedirectResponse(f"{parts.path}?{query}", status_code=303)
+
+
+async def _act(board: Dashboard, request: Request,
+               fn: Callable[[], str], fallback: str) -> Response:
+    """The one path of every action: refuse, check, run, go back."""
+    if board.read_only:
+        return PlainTextResponse("the dashboard is read-only", status_code=403)
+    form = await request.form()
+    if not csrf_ok(request, form):
+        return PlainTextResponse("missing or wrong CSRF token", status_code=403)
+    try:
+        message = await board.call(fn)
+    except EchoMQError as exc:
+        message = f"refused: {type(exc).__name__}: {exc}"
+    return _redirect(_next(request, form, fallback), message)
+
+
+def _queue_url(request: Request, queue: str, state: str = "pending") -> str:
+    return str(request.url_for("queue", queue=queue).path) + "?state=" + state
+
+
+async def pause(board: Dashboard, request: Request) -> Response:
+    queue = request.path_params["queue"]
+    board.conn.keys(queue)
+
+    def run() -> str:
+        verbs.pause(board.conn, queue)
+        return f"paused {queue}"
+
+    return await _act(board, request, run, _queue_url(request, queue))
+
+
+async def resume(board: Dashboard, request: Request) -> Response:
+    queue = request.path_params["queue"]
+    board.conn.keys(queue)
+
+    def run() -> str:
+        verbs.resume(board.conn, queue)
+        return f"resumed {queue}"
+
+    return await _act(board, request, run, _queue_url(request, queue))
+
+
+async def dead(board: Dashboard, request: Request) -> Response:
+    """Retry or remove dead letters: the selected ids, or all of them."""
+    queue = request.path_params["queue"]
+    board.conn.keys(queue)
+    if board.read_only:
+        return PlainTextResponse("the dashboard is read-only", status_code=403)
+    form = await request.form()
+    what = str(form.get("op") or "")
+    every = form.get("scope") == "all"
+    ids = [str(i) for i in form.getlist("ids")][:MAX_SELECTED]
+
+    def run() -> str:
+        if what == "retry":
+            n = verbs.retry_dead(board.conn, queue, None if every else ids)
+            return f"retried {n} dead job(s)"
+        if what == "remove":
+            if every:
+                return f"removed {echomq.purge(board.conn, queue, 'dead')} dead job(s)"
+            for job_id in ids:
+                verbs.remove_job(board.conn, queue, job_id)
+            return f"removed {len(ids)} dead job(s)"
+        return f"unknown operation {what!r}"
+
+    if not every and not ids and what in ("retry", "remove"):
+        def run_none() -> str:
+            return "nothing selected"
+        return await _act(board, request, run_none, _queue_url(request, queue, "dead"))
+    return await _act(board, request, run, _queue_url(request, queue, "dead"))
+
+
+JOB_ACTIONS = ("retry", "remove", "cancel", "promote")
+
+
+async def job(board: Dashboard, request: Request) -> Response:
+    """One job: retry (dead), remove (finished or waiting), cancel (running), promote."""
+    queue, job_id = request.path_params["queue"], request.path_params["job_id"]
+    action = request.path_params["action"]
+    board.conn.keys(queue).job(job_id)
+    if action not in JOB_ACTIONS:
+        return PlainTextResponse(f"unknown action {action!r}", status_code=404)
+
+    def run() -> str:
+        if action == "retry":
+            n = verbs.retry_dead(board.conn, queue, [job_id])
+            return f"retried {job_id}" if n else f"{job_id} is not dead: nothing retried"
+        if action == "remove":
+            verbs.remove_job(board.conn, queue, job_id)
+            return f"removed {job_id}"
+        if action == "cancel":
+            return f"cancel {job_id}: {cancel.request(board.conn, queue, job_id, 'dashboard')}"
+        verbs.promote(board.conn, queue, job_id)
+        return f"promoted {job_id}"
+
+    fallback = str(request.url_for("job", queue=queue, job_id=job_id).path)
+    return await _act(board, request, run, fallback)
+
+
+async def login(board: Dashboard, request: Request) -> Response:
+    """Check the token once and set the session cookie (HttpOnly, SameSite=Strict)."""
+    home = str(request.url_for("overview").path)
+    if board.token is None:
+        return RedirectResponse(home, status_code=303)
+    form = await request.form()
+    given = str(form.get("token") or "")
+    if not hmac.compare_digest(given.encode(), board.token.encode()):
+        return board.render(request, "login.html", status=401, failed=True)
+    response = RedirectResponse(home, status_code=303)
+    set_session(response, request, board.token)
+    return response
+
+
+async def logout(board: Dashboard, request: Request) -> Response:
+    form = await request.form()
+    if not csrf_ok(request, form):
+        return PlainTextResponse("missing or wrong CSRF token", status_code=403)
+    response = RedirectResponse(str(request.url_for("login").path), status_code=303)
+    response.delete_cookie(SESSION_COOKIE, path=cookie_path(request))
+    return response

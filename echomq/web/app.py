@@ -1,0 +1,144 @@
+"""``create_app``: the dashboard as one Starlette application, to serve or to mount.
+
+Pages read Redis through bounded ranges (:mod:`echomq.web.reads`) and the archive floor
+(:mod:`echomq.web.archive_view`); actions are POSTs gated by the CSRF token and refused
+in read-only mode (:mod:`echomq.web.security`). Redis and LMDB calls block, so handlers
+run them in Starlette's thread pool.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from echomq.errors import EchoMQError, InvalidKey
+from echomq.queue.connection import Connection
+from echomq.web import actions, pages
+from echomq.web.discovery import QueueDirectory
+from echomq.web.security import Gate
+
+if TYPE_CHECKING:
+    from echomq.archive.floor import Floor
+
+POLL_S = 2
+"""How often a page's live parts refresh (at most one Redis read per second per viewer)."""
+
+
+class Dashboard:
+    """What every handler shares: the connection, the floor, the settings, the templates."""
+
+    def __init__(self, conn: Connection, floor: Floor | None, token: str | None,
+                 read_only: bool) -> None:
+        self.conn = conn
+        self.floor = floor
+        self.token = token
+        self.read_only = read_only
+        self.queues = QueueDirectory(conn)
+        env = jinja2.Environment(loader=jinja2.PackageLoader("echomq.web", "templates"),
+                                 autoescape=True, undefined=jinja2.StrictUndefined)
+        env.filters["when"] = _when
+        env.filters["age"] = _age
+        env.globals["poll_s"] = POLL_S
+        self.templates = Jinja2Templates(env=env)
+
+    def render(self, request: Request, name: str, status: int = 200, **context: Any
+               ) -> Response:
+        context.setdefault("message", request.query_params.get("done"))
+        context.update(read_only=self.read_only, csrf=request.state.csrf,
+                       login=self.token is not None, has_floor=self.floor is not None)
+        return self.templates.TemplateResponse(request, name, context, status_code=status)
+
+    async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await run_in_threadpool(fn, *args, **kwargs)
+
+
+def _when(ms: int | str | None) -> str:
+    """Milliseconds since the epoch as UTC text."""
+    if ms in (None, ""):
+        return "-"
+    stamp = datetime.fromtimestamp(int(ms) / 1000, tz=UTC)
+    return stamp.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+
+
+def _age(ms: int | None) -> str:
+    """A duration in ms as a short human text."""
+    if ms is None:
+        return "-"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f}m"
+    if seconds < 86400:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+def _open_floor(floor: Floor | str | os.PathLike[str] | None) -> Floor | None:
+    if floor is None:
+        return None
+    from echomq.archive.floor import Floor
+
+    return floor if isinstance(floor, Floor) else Floor(floor)
+
+
+def create_app(conn: Connection, *, floor: Floor | str | os.PathLike[str] | None = None,
+               token: str | None = None, read_only: bool = False) -> Starlette:
+    """The dashboard for ``conn``'s prefix, as a Starlette app (mount it anywhere).
+
+    ``floor`` (a Floor or its directory) shows the archive and finds jobs Redis forgot;
+    ``token`` makes every request need it (login form or bearer header); ``read_only``
+    hides and refuses every action.
+    """
+    if token is not None and not token.strip():
+        raise EchoMQError("the dashboard token must not be empty")
+    board = Dashboard(conn, _open_floor(floor), token, read_only)
+
+    def bind(handler: Callable[[Dashboard, Request], Awaitable[Response]]
+             ) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                return await handler(board, request)
+            except InvalidKey as exc:
+                return PlainTextResponse(str(exc), status_code=400)
+        return endpoint
+
+    routes = [
+        Route("/", bind(pages.overview), name="overview"),
+        Route("/fragments/overview", bind(pages.overview_rows), name="overview_rows"),
+        Route("/queues/{queue}", bind(pages.queue), name="queue"),
+        Route("/queues/{queue}/fragment", bind(pages.queue_jobs), name="queue_jobs"),
+        Route("/queues/{queue}/jobs/{job_id}", bind(pages.job), name="job"),
+        Route("/archive", bind(pages.archive), name="archive"),
+        Route("/login", bind(pages.login_form), name="login"),
+        Route("/login", bind(actions.login), methods=["POST"], name="login_post"),
+        Route("/logout", bind(actions.logout), methods=["POST"], name="logout"),
+        Route("/queues/{queue}/pause", bind(actions.pause), methods=["POST"], name="pause"),
+        Route("/queues/{queue}/resume", bind(actions.resume), methods=["POST"],
+              name="resume"),
+        Route("/queues/{queue}/dead", bind(actions.dead), methods=["POST"], name="dead"),
+        Route("/queues/{queue}/jobs/{job_id}/{action}", bind(actions.job), methods=["POST"],
+              name="job_action"),
+        Route("/metrics", bind(pages.metrics), name="metrics"),
+        Mount("/static", StaticFiles(packages=[("echomq.web", "static")]), name="static"),
+    ]
+    return Starlette(routes=routes, middleware=[Middleware(Gate, token=token)])
+
+
+def back(request: Request, name: str, message: str, **params: str) -> RedirectResponse:
+    """A 303 to page ``name`` (its path ``params``), saying ``message``."""
+    url = str(request.url_for(name, **params).path) + "?" + urlencode({"done": message})
+    return RedirectResponse(url, status_code=303)

@@ -1,0 +1,77 @@
+"""Which queues the dashboard lists: the declared set, plus queues found by a bounded SCAN.
+
+There is no registry of every queue (a queue exists once a job is added to it), so the
+dashboard learns queues two ways:
+
+- every queue in ``conn.declared_set`` (queues whose outcomes are archived), always;
+- queues seen by an incremental ``SCAN ... TYPE zset`` over ``<prefix>:{*}:*``: each
+  refresh walks at most ``budget`` SCAN steps from where the last one stopped, so a
+  keyspace of millions of rows never costs one request more than a few milliseconds;
+  a full pass replaces the seen set (a queue whose sets are all gone drops out).
+
+The answer is cached for ``ttl_s`` seconds, so many viewers cost one scan step a while.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from echomq.errors import InvalidKey
+from echomq.queue.connection import Connection
+from echomq.queue.keys import check_name
+
+STATE_SETS = frozenset({"pending", "scheduled", "active", "completed", "dead"})
+
+
+class QueueDirectory:
+    """The queues one connection's prefix holds, learnt a bounded step at a time."""
+
+    def __init__(self, conn: Connection, *, ttl_s: float = 5.0, budget: int = 20,
+                 step: int = 1000) -> None:
+        self.conn = conn
+        self.ttl_s = ttl_s
+        self.budget = budget
+        self.step = step
+        self._lock = threading.Lock()
+        self._cursor = 0
+        self._seen: set[str] = set()  # this pass
+        self._known: set[str] = set()  # the last complete pass (and this one so far)
+        self._names: list[str] = []
+        self._at = float("-inf")
+
+    def names(self) -> list[str]:
+        """Every queue known now, sorted (cached for ``ttl_s``)."""
+        with self._lock:
+            if time.monotonic() - self._at >= self.ttl_s:
+                self._refresh()
+                self._at = time.monotonic()
+            return list(self._names)
+
+    def _refresh(self) -> None:
+        declared = {str(q) for q in self.conn.redis.smembers(self.conn.declared_set)}
+        pattern = f"{self.conn.prefix}:{{*}}:*"  # a glob over the key layout of keys.py
+        for _ in range(self.budget):
+            self._cursor, found = self.conn.redis.scan(
+                self._cursor, match=pattern, count=self.step, _type="zset")
+            for key in found:
+                name = self._queue_of(str(key))
+                if name is not None:
+                    self._seen.add(name)
+            if self._cursor == 0:
+                self._known, self._seen = self._seen, set()
+                break
+        self._names = sorted(declared | self._known | self._seen)
+
+    def _queue_of(self, key: str) -> str | None:
+        """The queue of ``<prefix>:{q}:<state>``, or None for any other key."""
+        head = f"{self.conn.prefix}:{{"
+        if not key.startswith(head):
+            return None
+        name, sep, suffix = key[len(head):].partition("}:")
+        if not sep or suffix not in STATE_SETS:
+            return None
+        try:
+            return check_name(name, "queue name")
+        except InvalidKey:
+            return None

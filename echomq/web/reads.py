@@ -1,0 +1,107 @@
+"""What the pages show, read from Redis: every read is a count or a bounded range.
+
+A queue of a million jobs costs the same as one of ten: ``ZCARD``, ``ZCOUNT`` over a
+score range, ``ZRANGE`` of one page and one ``HGETALL`` per row on that page, in one
+pipeline. Nothing here walks a whole set.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import echomq
+from echomq.models import Counts, Job, JobState
+from echomq.queue.connection import Connection
+from echomq.web import verbs
+
+WINDOWS_MIN = (1, 5, 15)
+"""The throughput windows of the overview, in minutes."""
+
+STATES = tuple(s.value for s in JobState)
+
+
+@dataclass(frozen=True)
+class Window:
+    """Outcomes settled in the last ``minutes``: completed and dead-lettered."""
+
+    minutes: int
+    completed: int
+    dead: int
+
+    @property
+    def per_minute(self) -> float:
+        return (self.completed + self.dead) / self.minutes
+
+    @property
+    def failure_rate(self) -> float | None:
+        """Dead over finished, or None when nothing finished."""
+        done = self.completed + self.dead
+        return self.dead / done if done else None
+
+
+@dataclass(frozen=True)
+class QueueSummary:
+    """One row of the overview."""
+
+    name: str
+    counts: Counts
+    paused: bool
+    declared: bool
+    windows: tuple[Window, ...]
+    oldest_pending_ms: int | None
+    """Age of the job at the head of the pending line (server clock), None when empty."""
+
+
+def server_ms(conn: Connection) -> int:
+    """Now on the server's clock: the clock the scripts score finished jobs with."""
+    seconds, micros = conn.redis.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def summary(conn: Connection, queue: str, now_ms: int, declared: bool) -> QueueSummary:
+    """One queue's counts, throughput windows, pause state and head-of-line age."""
+    keys = conn.keys(queue)
+    counts = echomq.counts(conn, queue)
+    pipe = conn.redis.pipeline(transaction=False)
+    for minutes in WINDOWS_MIN:
+        low = now_ms - minutes * 60_000
+        pipe.zcount(keys.completed, low, "+inf")
+        pipe.zcount(keys.dead, low, "+inf")
+    pipe.zrange(keys.pending, 0, 0)
+    replies = pipe.execute()
+    windows = tuple(Window(m, int(replies[2 * i]), int(replies[2 * i + 1]))
+                    for i, m in enumerate(WINDOWS_MIN))
+    head = replies[-1]
+    oldest = None
+    if head:
+        created = conn.redis.hget(keys.job(str(head[0])), "created_at")
+        if created:
+            oldest = max(0, now_ms - int(created))
+    return QueueSummary(queue, counts, verbs.is_paused(conn, queue), declared, windows,
+                        oldest)
+
+
+def job_page(conn: Connection, queue: str, state: str, page: int, per_page: int
+             ) -> list[Job]:
+    """One page of ``state``'s jobs, newest first (``echomq.list_jobs``)."""
+    return verbs.list_jobs(conn, queue, state, start=page * per_page, count=per_page)
+
+
+def pretty(value: Any) -> str:
+    """A payload or a result as indented JSON text (a string that is JSON is parsed)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def progress_of(job: Job) -> Any:
+    """The progress a handler reported (``job.progress`` on issue 10's rows)."""
+    value = getattr(job, "progress", None)
+    if value is None or callable(value):
+        value = job.raw.get("progress")
+    return value
