@@ -26,7 +26,8 @@ PARTS: dict[str, tuple[str, ...]] = {
     "jobs": ("echomq.jobs", "echomq.cancel"),
     "worker": ("echomq.worker",),
     "archive": ("echomq.archive",),
-    "faces": ("echomq.cli", "echomq.demo", "echomq.__main__", "echomq.archive.__main__"),
+    "faces": ("echomq.cli", "echomq.demo", "echomq.__main__", "echomq.archive.__main__",
+              "echomq.web"),
     "facade": ("echomq",),
 }
 """Longest prefix wins: ``echomq.servers.valkey`` is a launcher, ``echomq.servers.seaweed``

@@ -52,6 +52,7 @@ class Dashboard:
         env.filters["when"] = _when
         env.filters["age"] = _age
         env.globals["poll_s"] = POLL_S
+        env.globals["url_for"] = _url_for
         self.templates = Jinja2Templates(env=env)
 
     def render(self, request: Request, name: str, status: int = 200, **context: Any
@@ -63,6 +64,12 @@ class Dashboard:
 
     async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await run_in_threadpool(fn, *args, **kwargs)
+
+
+@jinja2.pass_context
+def _url_for(context: dict[str, Any], name: str, /, **params: Any) -> str:
+    """A route's path (under the mount point): links stay relative to the host."""
+    return str(context["request"].url_for(name, **params).path)
 
 
 def _when(ms: int | str | None) -> str:

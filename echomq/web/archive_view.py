@@ -71,7 +71,8 @@ def _lag(conn: Connection, floor: Floor, queue: str, stream: str, info: dict[str
         return 0, True, None
     if base.accounted is not None and "entries-added" in info:
         return max(0, int(info["entries-added"]) - base.accounted), True, lag_ms
-    batch = conn.redis.xrange(stream, min=f"({base.checkpoint}", count=COUNT_BOUND)
+    batch: list[Any] = list(conn.redis.xrange(stream, min=f"({base.checkpoint}",
+                                              count=COUNT_BOUND) or [])
     return len(batch), len(batch) < COUNT_BOUND, lag_ms
 
 

@@ -10,7 +10,7 @@ from starlette.responses import PlainTextResponse, Response
 import echomq
 from echomq.errors import EchoMQError, InvalidArgument
 from echomq.models import Job
-from echomq.web import reads
+from echomq.web import reads, verbs
 
 if TYPE_CHECKING:
     from echomq.web.app import Dashboard
@@ -54,7 +54,7 @@ def _queue_context(board: Dashboard, queue: str, state: str, page: int) -> dict[
     counts = echomq.counts(conn, queue).as_dict()
     jobs = reads.job_page(conn, queue, state, page, PER_PAGE)
     return {"queue": queue, "state": state, "page": page, "counts": counts, "jobs": jobs,
-            "paused": reads.verbs.is_paused(conn, queue),
+            "paused": verbs.is_paused(conn, queue),
             "pages": max(1, -(-counts[state] // PER_PAGE)), "per_page": PER_PAGE}
 
 

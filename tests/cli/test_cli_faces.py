@@ -12,7 +12,7 @@ import pytest
 import echomq
 from tests.support import ROOT
 
-HEAVY = ("boto3", "botocore", "rich", "lmdb")
+HEAVY = ("boto3", "botocore", "rich", "lmdb", "starlette", "jinja2", "uvicorn")
 REPORT = ("import atexit, sys; atexit.register(lambda: print('LOADED', "
           f"sorted(m for m in {HEAVY!r} if m in sys.modules)))")
 

@@ -1,0 +1,174 @@
+"""The dashboard's routes through Starlette's test client, against a real Valkey and a
+real floor: what a visitor sees, what a visitor may do, and what is refused."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
+from starlette.testclient import TestClient
+
+import echomq
+from echomq.archive import Driver, Floor, declare
+from echomq.queue.connection import Connection
+from echomq.web import create_app
+from tests.web.conftest import fill
+
+HTML = {"accept": "text/html"}
+
+
+@pytest.fixture
+def floor(tmp_path: Path) -> Iterator[Floor]:
+    with Floor(tmp_path / "floor") as opened:
+        yield opened
+
+
+def client(conn: Connection, floor: Floor | None = None, **options: object) -> TestClient:
+    return TestClient(create_app(conn, floor=floor, **options))  # type: ignore[arg-type]
+
+
+def csrf_of(page: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert found, "the page renders no CSRF field"
+    return found.group(1)
+
+
+def test_the_overview_lists_a_queue_with_its_counts(conn: Connection, queue: str) -> None:
+    fill(conn, queue, pending=3)
+    web = client(conn)
+    page = web.get("/")
+    assert page.status_code == 200
+    row = re.search(rf'<tr data-queue="{queue}">(.*?)</tr>', page.text, re.S)
+    assert row, page.text
+    numbers = re.findall(r'<td class="n">(?:<a [^>]*>)?(\d+)', row.group(1))
+    assert numbers[:5] == ["3", "0", "1", "1", "1"]  # pending scheduled active completed dead
+    assert 'hx-trigger="every 2s"' in page.text  # the counts refresh live
+    fragment = web.get("/fragments/overview")
+    assert f'data-queue="{queue}"' in fragment.text and "<html" not in fragment.text
+
+
+def test_a_queue_page_is_paged_newest_first(conn: Connection, queue: str) -> None:
+    added = echomq.add_many(conn, queue, [{"n": i} for i in range(120)])
+    web = client(conn)
+    first = web.get(f"/queues/{queue}?state=pending")
+    ids = re.findall(r'<tr data-job="([^"]+)"', first.text)
+    assert len(ids) == 50
+    assert ids == added[::-1][:50]
+    last = web.get(f"/queues/{queue}?state=pending&page=2")
+    assert len(re.findall(r'<tr data-job=', last.text)) == 20
+    assert "page 3 of 3" in last.text and 'id="older"' not in last.text
+    assert set(ids).isdisjoint(re.findall(r'<tr data-job="([^"]+)"', last.text))
+    assert web.get(f"/queues/{queue}?state=nonsense").status_code == 400
+    assert web.get("/queues/bad:name").status_code == 400
+
+
+def test_user_text_is_rendered_as_text(conn: Connection, queue: str) -> None:
+    fill(conn, queue, payload={"html": "<script>alert(1)</script>"},
+         error="<script>alert(2)</script>")
+    web = client(conn)
+    for url in (f"/queues/{queue}/jobs/dead-1", f"/queues/{queue}?state=dead"):
+        page = web.get(url).text
+        assert "<script>alert" not in page
+        assert "&lt;script&gt;alert(2)&lt;/script&gt;" in page
+
+
+def test_a_token_is_needed_for_every_request(conn: Connection, queue: str) -> None:
+    fill(conn, queue)
+    web = client(conn, token="s3cret")
+    assert web.get("/", headers=HTML, follow_redirects=False).headers["location"] == "/login"
+    assert web.get(f"/queues/{queue}").status_code == 401
+    assert web.get("/", headers={"authorization": "Bearer nope"}).status_code == 401
+    assert web.get("/", headers={"authorization": "Bearer s3cret"}).status_code == 200
+    assert web.get("/login").status_code == 200  # the form itself is open
+    assert web.post("/login", data={"token": "wrong"}).status_code == 401
+    done = web.post("/login", data={"token": "s3cret"}, follow_redirects=False)
+    assert done.status_code == 303
+    cookie = done.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict")
+    assert "s3cret" not in cookie  # the cookie proves the token, it does not hold it
+    assert web.get(f"/queues/{queue}").status_code == 200
+
+
+def test_an_action_without_the_csrf_token_is_refused(conn: Connection, queue: str) -> None:
+    fill(conn, queue, pending=2)
+    web = client(conn)
+    page = web.get(f"/queues/{queue}")
+    url = f"/queues/{queue}/jobs/p-0/remove"
+    assert web.post(url).status_code == 403
+    assert web.post(url, data={"csrf": "forged"}).status_code == 403
+    assert echomq.get_job(conn, queue, "p-0") is not None
+    done = web.post(url, data={"csrf": csrf_of(page.text)}, follow_redirects=False)
+    assert done.status_code == 303
+    assert echomq.get_job(conn, queue, "p-0") is None
+    with_header = web.post(f"/queues/{queue}/jobs/p-1/remove",
+                           headers={"x-csrf-token": csrf_of(page.text)},
+                           follow_redirects=False)
+    assert with_header.status_code == 303 and echomq.get_job(conn, queue, "p-1") is None
+
+
+def test_read_only_hides_and_refuses_every_action(conn: Connection, queue: str) -> None:
+    fill(conn, queue, pending=1)
+    web = client(conn, read_only=True)
+    for url in ("/", f"/queues/{queue}?state=dead", f"/queues/{queue}/jobs/dead-1"):
+        page = web.get(url).text
+        assert 'method="post"' not in page and 'id="read-only"' in page
+    csrf = web.cookies["emq_csrf"]
+    for url in (f"/queues/{queue}/jobs/p-0/remove", f"/queues/{queue}/pause",
+                f"/queues/{queue}/dead"):
+        assert web.post(url, data={"csrf": csrf, "op": "retry", "scope": "all"}
+                        ).status_code == 403
+    assert echomq.get_job(conn, queue, "p-0") is not None
+
+
+def test_a_purged_job_is_found_in_the_archive(rconn: Connection, queue: str,
+                                              floor: Floor) -> None:
+    declare(rconn, queue)
+    fill(rconn, queue, record=True, error="disk full")
+    Driver(rconn, floor).fold(queue)
+    assert echomq.purge(rconn, queue, "dead") == 1
+    assert echomq.get_job(rconn, queue, "dead-1") is None
+    web = client(rconn, floor)
+    page = web.get(f"/queues/{queue}/jobs/dead-1")
+    assert page.status_code == 200
+    assert 'id="from-archive"' in page.text and "From the archive" in page.text
+    assert "disk full" in page.text
+    live = web.get(f"/queues/{queue}/jobs/done-1").text
+    assert 'id="from-archive"' not in live and "completed" in live
+    assert web.get(f"/queues/{queue}/jobs/never").status_code == 404
+
+
+def test_the_archive_page_shows_each_queue_and_searches_the_audit(
+        rconn: Connection, queue: str, floor: Floor) -> None:
+    declare(rconn, queue)
+    fill(rconn, queue, record=True)
+    Driver(rconn, floor).fold(queue)
+    web = client(rconn, floor)
+    page = web.get("/archive").text
+    row = re.search(rf'<tr data-queue="{queue}">(.*?)</tr>', page, re.S)
+    assert row and floor.checkpoint(queue) in row.group(1)
+    dead = web.get("/archive", params={"queue": queue, "outcome": "dead"}).text
+    assert "dead-1" in dead and "done-1" not in dead
+    one = web.get("/archive", params={"queue": queue, "job": "done-1"}).text
+    assert "done-1" in one and "dead-1" not in one
+    late = web.get("/archive", params={"queue": queue, "since": "2999-01-01T00:00:00"}).text
+    assert "No archived outcome matches" in late
+    bad = web.get("/archive", params={"queue": queue, "since": "yesterday"}).text
+    assert "neither ms nor an ISO 8601 time" in bad
+    assert client(rconn).get("/archive").status_code == 404  # no floor, no archive page
+
+
+def test_the_dashboard_mounts_inside_another_app(rconn: Connection, queue: str) -> None:
+    fill(rconn, queue, pending=1)
+    host = Starlette(routes=[Mount("/ops", app=create_app(rconn, token="t"))])
+    web = TestClient(host)
+    assert web.get("/ops/", headers=HTML, follow_redirects=False
+                   ).headers["location"] == "/ops/login"
+    done = web.post("/ops/login", data={"token": "t"}, follow_redirects=False)
+    assert done.headers["location"] == "/ops/" and "Path=/ops/" in done.headers["set-cookie"]
+    page = web.get("/ops/").text
+    assert f'href="/ops/queues/{queue}"' in page and "/ops/static/htmx.min.js" in page
+    assert web.get("/ops/static/htmx.min.js").status_code == 200
