@@ -27,7 +27,7 @@ STATE_SETS = frozenset({"pending", "scheduled", "active", "completed", "dead"})
 class QueueDirectory:
     """The queues one connection's prefix holds, learnt a bounded step at a time."""
 
-    def __init__(self, conn: Connection, *, ttl_s: float = 5.0, budget: int = 20,
+    def __init__(self, conn: Connection, *, ttl_s: float = 2.0, budget: int = 20,
                  step: int = 1000) -> None:
         self.conn = conn
         self.ttl_s = ttl_s

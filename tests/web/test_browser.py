@@ -1,0 +1,239 @@
+"""The dashboard in a real browser: headless Chromium (Debian's package) driven by
+Selenium, against ``emq dashboard`` served by uvicorn in its own process, on a real Valkey
+and a real floor. One browser and one server for the module.
+
+The tests also take the README's screenshots (docs/screenshots/*.png). Without Chromium
+they skip, except under CI (``CI=true``), where they fail: CI installs it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import echomq
+from echomq.archive import Driver, Floor, declare
+from echomq.queue.connection import Connection
+from echomq.servers import free_port
+from tests.support import ROOT
+from tests.web.conftest import fill
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+SHOTS = ROOT / "docs" / "screenshots"
+TOKEN = "browser-test-token"
+
+
+def _need_chromium() -> None:
+    if CHROMIUM.exists() and CHROMEDRIVER.exists():
+        return
+    message = "headless Chromium is missing: apt-get install chromium chromium-driver"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def floor_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("web-floor") / "floor"
+
+
+@pytest.fixture(scope="module")
+def base(server_url: str, floor_path: Path) -> Iterator[str]:
+    """``emq dashboard`` with a token and a floor, on a free port; its URL."""
+    _need_chromium()
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "echomq", "--url", server_url, "--log-level", "WARNING",
+         "dashboard", "--port", str(port), "--floor", str(floor_path), "--token", TOKEN],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 30
+    while True:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.kill()
+            raise AssertionError(f"the dashboard did not start: {server.communicate()[0]}")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.terminate()
+    server.communicate(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def browser(base: str) -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                "--disable-gpu", "--window-size=1280,860"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver.implicitly_wait(0)
+    try:
+        log_in(driver, base)
+        yield driver
+    finally:
+        driver.quit()
+
+
+def log_in(driver: Any, base: str, token: str = TOKEN) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.get(base + "/login")
+    driver.find_element(By.ID, "token").send_keys(token)
+    driver.find_element(By.ID, "login-submit").click()
+
+
+def wait_for(driver: Any, predicate: Any, timeout: float = 10.0) -> Any:
+    from selenium.common.exceptions import (
+        NoSuchElementException,
+        StaleElementReferenceException,
+    )
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout, poll_frequency=0.05, ignored_exceptions=(
+        NoSuchElementException, StaleElementReferenceException)).until(predicate)
+
+
+def cells(driver: Any, selector: str) -> list[str]:
+    """The texts of a table row's cells, read at once (htmx may swap the row any time)."""
+    found = driver.execute_script(
+        "const r = document.querySelector(arguments[0]);"
+        "return r ? Array.from(r.cells, c => c.innerText.trim()) : [];", selector)
+    return [str(c) for c in found]
+
+
+def text_of(driver: Any) -> str:
+    from selenium.webdriver.common.by import By
+
+    return str(driver.find_element(By.TAG_NAME, "body").text)
+
+
+def no_alert(driver: Any) -> bool:
+    from selenium.common.exceptions import NoAlertPresentException
+
+    try:
+        driver.switch_to.alert  # noqa: B018 (the lookup raises when there is none)
+    except NoAlertPresentException:
+        return True
+    return False
+
+
+def shot(driver: Any, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(SHOTS / name))
+
+
+@pytest.fixture
+def mail(rconn: Connection) -> str:
+    """A queue with jobs in every state, one dead job whose error holds a script."""
+    name = f"mail-{uuid.uuid4().hex[:6]}"
+    fill(rconn, name, pending=4, payload={"to": "<script>alert('payload')</script>"},
+         error="<script>alert('error')</script> SMTP 550")
+    return name
+
+
+def test_logging_in_with_the_token(browser: Any, base: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.delete_all_cookies()
+    browser.get(base + "/")
+    assert browser.current_url == base + "/login"
+    log_in(browser, base, "wrong")
+    assert browser.find_element(By.ID, "login-failed").is_displayed()
+    log_in(browser, base)
+    assert browser.current_url == base + "/" and "Queues" in text_of(browser)
+
+
+def test_the_overview_shows_counts_and_refreshes_them(
+        browser: Any, base: str, rconn: Connection, mail: str) -> None:
+    echomq.add_many(rconn, f"reports-{mail[-6:]}", [{"n": i} for i in range(7)])
+    browser.get(base + "/")
+    row = f'tr[data-queue="{mail}"]'
+    wait_for(browser, lambda d: cells(d, row))  # a new queue shows up within seconds
+    assert cells(browser, row)[1:6] == ["4", "0", "1", "1", "1"]
+    echomq.add(rconn, mail, {"late": True})  # no reload: htmx polls the counts
+    wait_for(browser, lambda d: cells(d, row)[1] == "5")
+    shot(browser, "overview.png")
+
+
+def test_a_dead_job_shows_its_script_as_text_and_retries(
+        browser: Any, base: str, rconn: Connection, mail: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{base}/queues/{mail}")
+    browser.find_element(By.ID, "tab-dead").click()
+    browser.find_element(By.LINK_TEXT, "dead-1").click()
+    assert no_alert(browser)
+    assert "<script>alert('error')</script> SMTP 550" in \
+        browser.find_element(By.ID, "last-error").text
+    assert "<script>alert('payload')</script>" in browser.find_element(By.ID, "payload").text
+    shot(browser, "job.png")
+    browser.find_element(By.CSS_SELECTOR, "button.retry").click()
+    wait_for(browser, lambda d: d.find_element(By.ID, "job-state").text == "pending")
+    assert "retried dead-1" in browser.find_element(By.ID, "message").text
+    browser.get(f"{base}/queues/{mail}?state=pending")
+    assert browser.find_elements(By.CSS_SELECTOR, 'tr[data-job="dead-1"]')
+    assert echomq.counts(rconn, mail).dead == 0
+
+
+def test_pausing_a_queue(browser: Any, base: str, rconn: Connection, mail: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{base}/queues/{mail}")
+    browser.find_element(By.CSS_SELECTOR, "button.pause").click()
+    wait_for(browser, lambda d: d.find_elements(By.ID, "paused"))
+    assert echomq.is_paused(rconn, mail)
+    browser.find_element(By.CSS_SELECTOR, "button.resume").click()
+    wait_for(browser, lambda d: not d.find_elements(By.ID, "paused"))
+    assert not echomq.is_paused(rconn, mail)
+
+
+def test_an_action_without_the_csrf_token_is_refused(
+        browser: Any, base: str, rconn: Connection, mail: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{base}/queues/{mail}?state=pending")
+    row = browser.find_element(By.CSS_SELECTOR, 'tr[data-job="p-0"]')
+    form = row.find_element(By.TAG_NAME, "form")
+    browser.execute_script(
+        "arguments[0].querySelector('input[name=csrf]').remove()", form)
+    form.find_element(By.TAG_NAME, "button").click()
+    wait_for(browser, lambda d: "missing or wrong CSRF token" in text_of(d))
+    assert echomq.get_job(rconn, mail, "p-0") is not None
+
+
+def test_a_purged_job_is_found_in_the_archive(
+        browser: Any, base: str, rconn: Connection, floor_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    queue = f"billing-{uuid.uuid4().hex[:6]}"
+    declare(rconn, queue)
+    fill(rconn, queue, pending=2, record=True, error="card declined")
+    with Floor(floor_path) as floor:
+        Driver(rconn, floor).fold(queue)
+    echomq.purge(rconn, queue, "dead")
+    assert echomq.get_job(rconn, queue, "dead-1") is None
+    browser.get(base + "/archive")
+    browser.find_element(By.ID, "audit-queue").send_keys(queue)
+    browser.find_element(By.ID, "audit-job").send_keys("dead-1")
+    browser.find_element(By.ID, "audit-submit").click()
+    wait_for(browser, lambda d: d.find_elements(By.ID, "audit"))
+    shot(browser, "archive.png")
+    browser.find_element(By.CSS_SELECTOR, "#audit a").click()
+    mark = wait_for(browser, lambda d: d.find_element(By.ID, "from-archive"))
+    assert "From the archive" in mark.text
+    assert "card declined" in browser.find_element(By.ID, "history").text
