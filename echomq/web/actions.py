@@ -16,9 +16,11 @@ from echomq import cancel
 from echomq.errors import EchoMQError
 from echomq.web import verbs
 from echomq.web.security import SESSION_COOKIE, cookie_path, csrf_ok, set_session
+from echomq.web.urls import job_path
 
 if TYPE_CHECKING:
     from echomq.web.app import Dashboard
+
 
 MAX_SELECTED = 1000
 
@@ -92,6 +94,8 @@ async def dead(board: Dashboard, request: Request) -> Response:
     ids = [str(i) for i in form.getlist("ids")][:MAX_SELECTED]
 
     def run() -> str:
+        if not every and not ids:
+            return "nothing selected"
         if what == "retry":
             n = verbs.retry_dead(board.conn, queue, None if every else ids)
             return f"retried {n} dead job(s)"
@@ -103,10 +107,6 @@ async def dead(board: Dashboard, request: Request) -> Response:
             return f"removed {len(ids)} dead job(s)"
         return f"unknown operation {what!r}"
 
-    if not every and not ids and what in ("retry", "remove"):
-        def run_none() -> str:
-            return "nothing selected"
-        return await _act(board, request, run_none, _queue_url(request, queue, "dead"))
     return await _act(board, request, run, _queue_url(request, queue, "dead"))
 
 
@@ -133,7 +133,7 @@ async def job(board: Dashboard, request: Request) -> Response:
         verbs.promote(board.conn, queue, job_id)
         return f"promoted {job_id}"
 
-    fallback = str(request.url_for("job", queue=queue, job_id=job_id).path)
+    fallback = job_path(request, queue, job_id)
     return await _act(board, request, run, fallback)
 
 

@@ -12,14 +12,13 @@ import os
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
 
 import jinja2
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
@@ -29,6 +28,7 @@ from echomq.queue.connection import Connection
 from echomq.web import actions, pages
 from echomq.web.discovery import QueueDirectory
 from echomq.web.security import Gate
+from echomq.web.urls import job_path
 
 if TYPE_CHECKING:
     from echomq.archive.floor import Floor
@@ -53,6 +53,7 @@ class Dashboard:
         env.filters["age"] = _age
         env.globals["poll_s"] = POLL_S
         env.globals["url_for"] = _url_for
+        env.globals["job_url"] = _job_url
         self.templates = Jinja2Templates(env=env)
 
     def render(self, request: Request, name: str, status: int = 200, **context: Any
@@ -70,6 +71,12 @@ class Dashboard:
 def _url_for(context: dict[str, Any], name: str, /, **params: Any) -> str:
     """A route's path (under the mount point): links stay relative to the host."""
     return str(context["request"].url_for(name, **params).path)
+
+
+@jinja2.pass_context
+def _job_url(context: dict[str, Any], queue: str, job_id: str) -> str:
+    """A job's page: its id percent-encoded (an id may hold ``/``, ``?``, ``#``, ``%``)."""
+    return job_path(context["request"], queue, job_id)
 
 
 def _when(ms: int | str | None) -> str:
@@ -144,8 +151,3 @@ def create_app(conn: Connection, *, floor: Floor | str | os.PathLike[str] | None
     ]
     return Starlette(routes=routes, middleware=[Middleware(Gate, token=token)])
 
-
-def back(request: Request, name: str, message: str, **params: str) -> RedirectResponse:
-    """A 303 to page ``name`` (its path ``params``), saying ``message``."""
-    url = str(request.url_for(name, **params).path) + "?" + urlencode({"done": message})
-    return RedirectResponse(url, status_code=303)

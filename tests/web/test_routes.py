@@ -15,7 +15,9 @@ from starlette.testclient import TestClient
 import echomq
 from echomq.archive import Driver, Floor, declare
 from echomq.queue.connection import Connection
+from echomq.queue.events import channel
 from echomq.web import create_app
+from tests.support.waits import wait_until
 from tests.web.conftest import fill
 
 HTML = {"accept": "text/html"}
@@ -172,3 +174,60 @@ def test_the_dashboard_mounts_inside_another_app(rconn: Connection, queue: str) 
     page = web.get("/ops/").text
     assert f'href="/ops/queues/{queue}"' in page and "/ops/static/htmx.min.js" in page
     assert web.get("/ops/static/htmx.min.js").status_code == 200
+
+
+def test_the_overview_shows_throughput_and_failure_rate(conn: Connection, queue: str) -> None:
+    fill(conn, queue, pending=0)  # one completed and one dead, just now
+    page = client(conn).get("/").text
+    row = re.search(rf'<tr data-queue="{queue}">(.*?)</tr>', page, re.S)
+    assert row
+    cells = re.findall(r'<td class="n">([^<]*)</td>', row.group(1))
+    assert cells[-6:] == ["2.0", "0.4", "0.1", "50%", "50%", "50%"]
+
+
+def test_nothing_polls_faster_than_once_a_second(conn: Connection, queue: str) -> None:
+    fill(conn, queue, pending=1)
+    web = client(conn)
+    for url in ("/", f"/queues/{queue}?state=dead", f"/queues/{queue}/jobs/dead-1"):
+        for seconds in re.findall(r'hx-trigger="every ([0-9.]+)s', web.get(url).text):
+            assert float(seconds) >= 1, url
+
+
+def test_cancel_signals_a_running_job(conn: Connection, queue: str) -> None:
+    fill(conn, queue, pending=0)
+    web = client(conn)
+    csrf = csrf_of(web.get(f"/queues/{queue}/jobs/active-1").text)
+    pubsub = conn.redis.pubsub()
+    pubsub.subscribe(channel(conn, queue))
+    try:
+        assert wait_until(lambda: pubsub.get_message(timeout=0.1))["type"] == "subscribe"
+        done = web.post(f"/queues/{queue}/jobs/active-1/cancel", data={"csrf": csrf})
+        assert "cancel active-1: signalled" in done.text
+        heard = wait_until(lambda: pubsub.get_message(timeout=0.1))
+        assert "active-1" in heard["data"] and "cancel" in heard["data"]
+    finally:
+        pubsub.close()
+
+
+def test_remove_all_dead_letters(conn: Connection, queue: str) -> None:
+    fill(conn, queue, pending=1)
+    web = client(conn)
+    csrf = csrf_of(web.get(f"/queues/{queue}?state=dead").text)
+    done = web.post(f"/queues/{queue}/dead", data={"csrf": csrf, "op": "remove",
+                                                   "scope": "all"})
+    assert "removed 1 dead job(s)" in done.text
+    assert echomq.counts(conn, queue).dead == 0
+
+
+def test_an_odd_job_id_has_its_page(conn: Connection, queue: str) -> None:
+    echomq.add(conn, queue, {"odd": True}, job_id="a/b?c#d%e")
+    web = client(conn)
+    listing = web.get(f"/queues/{queue}").text
+    link = re.search(r'<a href="([^"]+)">a/b\?c#d%e</a>', listing)
+    assert link, listing
+    page = web.get(link.group(1))
+    assert page.status_code == 200 and '<h1>Job <span class="name">a/b?c#d%e</span>' in page.text
+    remove = re.search(r'action="([^"]+/remove)"', page.text)
+    assert remove, page.text
+    done = web.post(remove.group(1), data={"csrf": csrf_of(page.text)}, follow_redirects=False)
+    assert done.status_code == 303 and echomq.get_job(conn, queue, "a/b?c#d%e") is None
