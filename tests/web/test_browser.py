@@ -170,6 +170,17 @@ def test_the_overview_shows_counts_and_refreshes_them(
     shot(browser, "overview.png")
 
 
+def test_a_queue_page_refreshes_its_list(
+        browser: Any, base: str, rconn: Connection, mail: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{base}/queues/{mail}?state=pending")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#job-list tr[data-job]")) == 4
+    echomq.add(rconn, mail, {"new": True}, job_id="fresh")
+    wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, 'tr[data-job="fresh"]'))
+    assert browser.find_element(By.ID, "tab-pending").text == "pending 5"
+
+
 def test_a_dead_job_shows_its_script_as_text_and_retries(
         browser: Any, base: str, rconn: Connection, mail: str) -> None:
     from selenium.webdriver.common.by import By

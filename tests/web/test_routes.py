@@ -73,7 +73,10 @@ def test_user_text_is_rendered_as_text(conn: Connection, queue: str) -> None:
          error="<script>alert(2)</script>")
     web = client(conn)
     for url in (f"/queues/{queue}/jobs/dead-1", f"/queues/{queue}?state=dead"):
-        page = web.get(url).text
+        response = web.get(url)
+        assert "script-src 'self' 'unsafe-eval'" in response.headers["content-security-policy"]
+        assert response.headers["x-frame-options"] == "DENY"
+        page = response.text
         assert "<script>alert" not in page
         assert "&lt;script&gt;alert(2)&lt;/script&gt;" in page
 
