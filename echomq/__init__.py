@@ -22,6 +22,7 @@ from echomq.errors import (
     NotActive,
     NotCancellable,
     NotRemovable,
+    NotScheduled,
     RemoteUnavailable,
     StaleToken,
     StreamUnavailable,
@@ -33,8 +34,10 @@ from echomq.models import CancelVerdict, ClaimedJob, Counts, Job, JobState, Stal
 from echomq.queue.admin import counts, dead_jobs, get_job, metrics, purge, set_group_limit
 from echomq.queue.claim import claim
 from echomq.queue.connection import Connection, connect
+from echomq.queue.control import is_paused, pause, promote, resume, retry_dead
 from echomq.queue.enqueue import add, add_many
 from echomq.queue.events import publish
+from echomq.queue.listing import list_jobs
 from echomq.worker.consumer import Consumer
 
 if TYPE_CHECKING:
@@ -78,6 +81,7 @@ __all__ = [
     "NotActive",
     "NotCancellable",
     "NotRemovable",
+    "NotScheduled",
     "RemoteUnavailable",
     "StaleToken",
     "StalledSweep",
@@ -95,12 +99,18 @@ __all__ = [
     "extend_lock",
     "fail",
     "get_job",
+    "is_paused",
+    "list_jobs",
     "metrics",
+    "pause",
+    "promote",
     "publish",
     "purge",
     "reap",
     "release_many",
     "remove_job",
+    "resume",
+    "retry_dead",
     "set_group_limit",
     "stalled_check",
 ]

@@ -24,6 +24,7 @@ from echomq.errors import (
     NotArchiveOfRecord,
     NotDeclared,
     NotRemovable,
+    NotScheduled,
     StaleToken,
 )
 
@@ -32,6 +33,7 @@ CODES: dict[int, type[EchoMQError]] = {
     -2: StaleToken,
     -3: NotActive,
     -4: NotRemovable,
+    -5: NotScheduled,
 }
 
 SCRIPT_CODES: dict[str, dict[int, type[EchoMQError]]] = {
