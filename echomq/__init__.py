@@ -29,12 +29,28 @@ from echomq.errors import (
 from echomq.jobs.lease import extend_lock, reap
 from echomq.jobs.settle import complete, complete_many, fail, release_many, remove_job
 from echomq.jobs.stalled import stalled_check
-from echomq.models import CancelVerdict, ClaimedJob, Counts, Job, JobState, StalledSweep
-from echomq.queue.admin import counts, dead_jobs, get_job, metrics, purge, set_group_limit
+from echomq.models import (
+    CancelVerdict,
+    ClaimedJob,
+    Counts,
+    Job,
+    JobState,
+    Purged,
+    Retention,
+    StalledSweep,
+)
+from echomq.queue.admin import counts, dead_jobs, get_job, metrics, set_group_limit
 from echomq.queue.claim import claim
 from echomq.queue.connection import Connection, connect
 from echomq.queue.enqueue import add, add_many
 from echomq.queue.events import publish
+from echomq.queue.retention import (
+    RetentionReport,
+    apply_retention,
+    purge,
+    retention,
+    set_retention,
+)
 from echomq.worker.consumer import Consumer
 
 if TYPE_CHECKING:
@@ -78,13 +94,17 @@ __all__ = [
     "NotActive",
     "NotCancellable",
     "NotRemovable",
+    "Purged",
     "RemoteUnavailable",
+    "Retention",
+    "RetentionReport",
     "StaleToken",
     "StalledSweep",
     "StreamUnavailable",
     "add",
-    "archive",
     "add_many",
+    "apply_retention",
+    "archive",
     "cancel",
     "claim",
     "complete",
@@ -101,6 +121,8 @@ __all__ = [
     "reap",
     "release_many",
     "remove_job",
+    "retention",
     "set_group_limit",
+    "set_retention",
     "stalled_check",
 ]

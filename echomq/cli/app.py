@@ -37,6 +37,7 @@ COMMANDS = {
     "dead": "echomq.cli.queue:dead",
     "purge": "echomq.cli.queue:purge",
     "status": "echomq.cli.queue:status",
+    "retention": "echomq.cli.retention:retention",
     "server": "echomq.cli.server:server",
     "archive": "echomq.cli.archive:archive",
     "demo": "echomq.cli.demo:demo",
