@@ -33,7 +33,7 @@ def format_duration_ms(ms: int) -> str:
     return f"{ms}ms"
 
 
-class Duration(click.ParamType):  # type: ignore[type-arg]
+class Duration(click.ParamType[int, Any]):
     """A click option type: a duration, answered in milliseconds."""
 
     name = "duration"
