@@ -141,11 +141,8 @@ def _run(conn: echomq.Connection, remote: Any, root: Path) -> None:
                   f"bucket objects: {len(remote.list_slices(QUEUE))} slice(s)")
 
     after = echomq.apply_retention(conn, QUEUE)
-    console.print(f"retention after the fold: forgot {after.forgotten} finished rows from "
-                  f"Redis, kept {after.kept_for_archive} (echomq.set_retention, "
-                  "apply_retention)")
-    forgotten = echomq.purge(conn, QUEUE, "completed") + echomq.purge(conn, QUEUE, "dead")
-    console.print(f"purged {forgotten} more finished rows (echomq.purge)")
+    console.print(f"retention after the fold: forgot {after.forgotten} rows, kept "
+                  f"{after.kept_for_archive} (the archive holds every outcome)")
     console.print(_counts_table(conn, "Redis forgot the finished jobs"))
     with Floor(floor_path) as floor:
         console.print(_audit_table(floor, "audit from the LMDB floor"))

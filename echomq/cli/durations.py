@@ -26,8 +26,10 @@ def parse_duration_ms(text: str) -> int:
 
 
 def format_duration_ms(ms: int) -> str:
-    """``ms`` in the largest unit that divides it (the inverse of the parser)."""
+    """``ms`` in the largest unit up to days that divides it (the parser reads it back)."""
     for unit, size in sorted(UNITS_MS.items(), key=lambda kv: -kv[1]):
+        if unit == "w":
+            continue
         if ms and ms % size == 0:
             return f"{ms // size}{unit}"
     return f"{ms}ms"

@@ -11,9 +11,10 @@ from echomq.models import Retention
 
 
 def describe(policy: Retention) -> dict[str, str | int | None]:
-    """The policy as an operator reads it: ages as durations."""
-    return {name: (format_duration_ms(v) if v is not None and name.endswith("_age_ms") else v)
-            for name, v in policy.as_dict().items()}
+    """The policy as an operator reads it: ages as durations (``--json`` gives ms)."""
+    return {name.removesuffix("_ms"): (
+        format_duration_ms(v) if v is not None and name.endswith("_age_ms") else v)
+        for name, v in policy.as_dict().items()}
 
 
 @click.command()
@@ -52,7 +53,8 @@ def retention(ctx: click.Context, queue: str, completed_age: int | None,
             policy = echomq.set_retention(conn, queue)
         elif changes:
             policy = echomq.set_retention(conn, queue, **{**policy.as_dict(), **changes})
-        out: dict[str, object] = {"queue": queue, **describe(policy)}
+        out: dict[str, object] = {"queue": queue,
+                                  **(policy.as_dict() if as_json else describe(policy))}
         if apply_now:
             report = echomq.apply_retention(conn, queue)
             out["forgotten"] = report.forgotten
