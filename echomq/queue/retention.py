@@ -148,12 +148,12 @@ def apply_retention(conn: Connection, queue: str) -> RetentionReport:
 
 def apply_all_retention(conn: Connection) -> dict[str, RetentionReport]:
     """Apply every retained queue's policy once (the scheduler's pass), queue by queue,
-    each in its own calls. A queue whose policy was cleared leaves the set."""
+    each in its own calls. A listed queue with no policy (its keys deleted) is skipped:
+    only ``set_retention`` takes a queue off the set, so a pass never races a new policy."""
     reports: dict[str, RetentionReport] = {}
     for queue in retained_queues(conn):
         report = apply_retention(conn, queue)
         if report.policy.empty:
-            conn.redis.srem(conn.retained_set, queue)
             continue
         reports[queue] = report
         if report.forgotten or report.kept_for_archive:

@@ -108,3 +108,13 @@ def test_bad_input_is_refused_before_the_wire(conn, queue, call):
 def test_purged_counts_and_the_old_keyword(conn, queue):
     settle(conn, queue, 3)
     assert purge_counted(conn, queue, "completed", keep=1) == echomq.Purged("completed", 2, 0)
+
+
+@pytest.mark.parametrize("keep, limit", [("x", 10), ("-1", 10), ("0", 0), ("0", 1001)])
+def test_the_purge_script_refuses_a_garbage_count_on_the_wire(conn, queue, keep, limit):
+    """A direct call past the Python gate forgets nothing on either executor."""
+    settle(conn, queue, 2)
+    keys = conn.keys(queue)
+    with pytest.raises(echomq.InvalidArgument, match="EMQ.PURGE"):
+        conn.executor.run("purge", [keys.completed, keys.meta], [keys.base, keep, limit, -1, 0])
+    assert echomq.counts(conn, queue).completed == 2

@@ -101,7 +101,7 @@ local function emq_forgettable(declared, folded, entry)
 end
 
 -- the meta hash's retention view: is the stream declared, and how far has it folded?
-local function emq_fold_mark(p)
-  local meta = redis.call('HMGET', p .. 'meta', 'stream', 'folded')
+local function emq_fold_mark(meta_key)
+  local meta = redis.call('HMGET', meta_key, 'stream', 'folded')
   return meta[1] == '1', meta[2]
 end

@@ -64,7 +64,7 @@ if keep >= 0 then
   if excess > 0 then
     if excess > 1000 then excess = 1000 end
     local old = redis.call('ZRANGE', KEYS[2], 0, excess - 1)
-    local declared, folded = emq_fold_mark(p)
+    local declared, folded = emq_fold_mark(p .. 'meta')
     local dropped = 0
     for _, id in ipairs(old) do
       local jk = p .. 'job:' .. id

@@ -18,10 +18,11 @@
   `entry` <= meta `folded`); the first row that is not stops the purge, since every
   newer outcome is later in the stream. ]]
 local p = ARGV[1]
-local keep = emq_posint(ARGV[2]) or 0
-local limit = emq_posint(ARGV[3]) or 1
-if keep > EMQ_MAX_INT or limit > 1000 then
-  return redis.error_reply('EMQ.PURGE keep or limit out of range')
+local keep = emq_posint(ARGV[2])
+if ARGV[2] == '0' then keep = 0 end
+local limit = emq_posint(ARGV[3])
+if not keep or not limit or keep > EMQ_MAX_INT or limit > 1000 then
+  return redis.error_reply('EMQ.PURGE keep must be a count and limit 1..1000')
 end
 local older = tonumber(ARGV[4])
 local offset = tonumber(ARGV[5]) or 0
@@ -37,7 +38,7 @@ if last < offset then return {0, 0, 0, 0} end
 local stop = offset + limit - 1
 if stop > last then stop = last end
 local ids = redis.call('ZRANGE', KEYS[1], offset, stop, 'WITHSCORES')
-local declared, folded = emq_fold_mark(p)
+local declared, folded = emq_fold_mark(KEYS[2])
 local gone, passed, held = {}, 0, 0
 for i = 1, #ids, 2 do
   local id, score = ids[i], tonumber(ids[i + 1])
