@@ -44,6 +44,7 @@ COMMANDS = {
     "promote": "echomq.cli.control:promote",
     "jobs": "echomq.cli.control:jobs",
     "show": "echomq.cli.control:show",
+    "retention": "echomq.cli.retention:retention",
     "server": "echomq.cli.server:server",
     "archive": "echomq.cli.archive:archive",
     "demo": "echomq.cli.demo:demo",

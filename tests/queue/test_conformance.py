@@ -21,6 +21,7 @@ import echomq
 from echomq.jobs.settle import Settlement
 from echomq.models import ClaimedJob
 from echomq.queue import registry
+from echomq.queue.retention import purge_counted
 from tests.support.keyspace import dump, epochs, normalise
 from tests.support.servers import run_id
 from tests.support.waits import wait_lapsed
@@ -196,6 +197,20 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
                                                         newest_first=False))
     s("purge completed keep 1", lambda: echomq.purge(conn, q, "completed", keep=1))
     s("purge dead", lambda: echomq.purge(conn, q, "dead"))
+    # retention on a declared queue: nothing unfolded goes, by purge or by complete's keep
+    s("declare", lambda: echomq.archive.declare(conn, q))
+    s("add retained", lambda: echomq.add_many(conn, q, [1, 2], job_ids=["r1", "r2"]))
+    kept: list[ClaimedJob] = s("claim retained", lambda: [
+        j for j in echomq.claim(conn, q, lease_ms=LONG, count=20) if j.id in ("r1", "r2")])
+    s("complete retained", lambda: [echomq.complete(conn, q, j.id, j.token, "k") for j in kept])
+    s("purge unfolded", lambda: purge_counted(conn, q, "completed"))
+    r1 = echomq.get_job(conn, q, "r1")
+    s("fold mark r1", lambda: conn.redis.hset(conn.keys(q).meta, "folded", r1 and r1.entry or ""))
+    s("purge folded", lambda: purge_counted(conn, q, "completed", older_than_ms=0))
+    s("add r3", lambda: echomq.add(conn, q, 3, job_id="r3"))
+    [r3] = s("claim r3", lambda: [
+        j for j in echomq.claim(conn, q, lease_ms=LONG, count=20) if j.id == "r3"])
+    s("complete keep 0 unfolded", lambda: echomq.complete(conn, q, r3.id, r3.token, "k", keep=0))
     s("get_job", lambda: echomq.get_job(conn, q, short.id))
     s("counts", lambda: echomq.counts(conn, q))
     s("metrics", lambda: echomq.metrics(conn, q))
@@ -267,6 +282,11 @@ def test_the_scenario_exercises_every_reply(records: tuple[Record, Record]) -> N
     assert outcomes["complete_many twice"][1][1][0] == "NotActive"
     assert len(recovered.recovered) == 1 and recovered.dead == []
     assert dead.recovered == [] and dead.dead == recovered.recovered
+    # the one completed row left from before the declaration goes; r1 and r2 wait
+    assert outcomes["purge unfolded"] == ("ok", echomq.Purged("completed", 1, 2))
+    assert outcomes["purge folded"] == ("ok", echomq.Purged("completed", 1, 1))
+    completed = [n for n in scripts.steps[-4][2] if n.startswith("job:r")]
+    assert completed == ["job:r2", "job:r3"]
 
 
 def test_both_executors_give_the_same_replies(records: tuple[Record, Record]) -> None:
