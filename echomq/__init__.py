@@ -25,8 +25,10 @@ from echomq.errors import (
     RemoteUnavailable,
     StaleToken,
     StreamUnavailable,
+    WaitTimeout,
 )
 from echomq.jobs.lease import extend_lock, reap
+from echomq.jobs.progress import report_progress
 from echomq.jobs.settle import complete, complete_many, fail, release_many, remove_job
 from echomq.jobs.stalled import stalled_check
 from echomq.models import CancelVerdict, ClaimedJob, Counts, Job, JobState, StalledSweep
@@ -34,7 +36,9 @@ from echomq.queue.admin import counts, dead_jobs, get_job, metrics, purge, set_g
 from echomq.queue.claim import claim
 from echomq.queue.connection import Connection, connect
 from echomq.queue.enqueue import add, add_many
-from echomq.queue.events import publish
+from echomq.queue.events import Event, EventKind, publish
+from echomq.queue.listen import EventStream, events
+from echomq.queue.wait import wait
 from echomq.worker.consumer import Consumer
 
 if TYPE_CHECKING:
@@ -67,6 +71,9 @@ __all__ = [
     "ConsumerCrashed",
     "Counts",
     "EchoMQError",
+    "Event",
+    "EventKind",
+    "EventStream",
     "InvalidArgument",
     "InvalidKey",
     "Job",
@@ -82,6 +89,7 @@ __all__ = [
     "StaleToken",
     "StalledSweep",
     "StreamUnavailable",
+    "WaitTimeout",
     "add",
     "archive",
     "add_many",
@@ -92,6 +100,7 @@ __all__ = [
     "connect",
     "counts",
     "dead_jobs",
+    "events",
     "extend_lock",
     "fail",
     "get_job",
@@ -101,6 +110,8 @@ __all__ = [
     "reap",
     "release_many",
     "remove_job",
+    "report_progress",
     "set_group_limit",
     "stalled_check",
+    "wait",
 ]

@@ -52,6 +52,8 @@ class Job:
     finished_at: int | None
     entry: str | None
     """The outcome stream entry that recorded how it finished (recording queues only)."""
+    progress: Any
+    """The last value its handler gave ``job.progress`` (decoded JSON; None if never)."""
     raw: dict[str, str] = field(repr=False, compare=False)
 
     @classmethod
@@ -61,6 +63,7 @@ class Job:
             return int(value) if value not in (None, "") else None
 
         payload_text = row.get("payload")
+        progress_text = row.get("progress")
         return cls(
             id=job_id,
             state=JobState(row["state"]) if "state" in row else JobState.DEAD,
@@ -78,6 +81,7 @@ class Job:
             claimed_at=num("claimed_at"),
             finished_at=num("finished_at"),
             entry=row.get("entry"),
+            progress=json.loads(progress_text) if progress_text is not None else None,
             raw=dict(row),
         )
 
