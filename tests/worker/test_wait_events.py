@@ -220,6 +220,28 @@ def test_a_job_removed_while_waited_on_raises_job_gone(conn, queue, monkeypatch)
             waiting.result(20)
 
 
+@pytest.mark.parametrize("when", ["before the read", "after the read"])
+def test_a_job_settling_around_the_one_read_is_never_missed(conn, queue, monkeypatch, when):
+    """The race closed deliberately: the job settles right after ``wait`` subscribed,
+    just before its one read (the read sees it finished) or just after (it is heard)."""
+    job_id = echomq.add(conn, queue, {})
+    [held] = echomq.claim(conn, queue, lease_ms=60_000)
+    real_read = echomq.queue.wait.get_job  # type: ignore[attr-defined]
+
+    def settle_around_the_read(c: Connection, q: str, i: str) -> echomq.Job | None:
+        if when == "before the read":
+            echomq.complete(conn, queue, job_id, held.token, when)
+            return real_read(c, q, i)
+        job = real_read(c, q, i)
+        if job is not None and job.state is echomq.JobState.ACTIVE:
+            echomq.complete(conn, queue, job_id, held.token, when)
+        return job
+
+    monkeypatch.setattr("echomq.queue.wait.get_job", settle_around_the_read)
+    job = echomq.wait(conn, queue, job_id, timeout_s=10)
+    assert job.state is echomq.JobState.COMPLETED and job.result == f'"{when}"'
+
+
 def test_many_waiters_each_get_their_job_whenever_it_settles(conn, queue, start):
     """Short jobs settle before, during and after their waiter subscribes: the one read
     after subscribing closes the race, so every waiter returns its own job."""
