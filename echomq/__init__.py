@@ -26,8 +26,10 @@ from echomq.errors import (
     RemoteUnavailable,
     StaleToken,
     StreamUnavailable,
+    WaitTimeout,
 )
 from echomq.jobs.lease import extend_lock, reap
+from echomq.jobs.progress import report_progress
 from echomq.jobs.settle import complete, complete_many, fail, release_many, remove_job
 from echomq.jobs.stalled import stalled_check
 from echomq.models import (
@@ -45,7 +47,8 @@ from echomq.queue.claim import claim
 from echomq.queue.connection import Connection, connect
 from echomq.queue.control import is_paused, pause, promote, resume, retry_dead
 from echomq.queue.enqueue import add, add_many
-from echomq.queue.events import publish
+from echomq.queue.events import Event, EventKind, publish
+from echomq.queue.listen import EventStream, events
 from echomq.queue.listing import list_jobs
 from echomq.queue.retention import (
     RetentionReport,
@@ -54,6 +57,7 @@ from echomq.queue.retention import (
     retention,
     set_retention,
 )
+from echomq.queue.wait import wait
 from echomq.worker.consumer import Consumer
 
 if TYPE_CHECKING:
@@ -86,6 +90,9 @@ __all__ = [
     "ConsumerCrashed",
     "Counts",
     "EchoMQError",
+    "Event",
+    "EventKind",
+    "EventStream",
     "InvalidArgument",
     "InvalidKey",
     "Job",
@@ -105,6 +112,7 @@ __all__ = [
     "StaleToken",
     "StalledSweep",
     "StreamUnavailable",
+    "WaitTimeout",
     "add",
     "add_many",
     "apply_retention",
@@ -116,6 +124,7 @@ __all__ = [
     "connect",
     "counts",
     "dead_jobs",
+    "events",
     "extend_lock",
     "fail",
     "get_job",
@@ -129,10 +138,12 @@ __all__ = [
     "reap",
     "release_many",
     "remove_job",
+    "report_progress",
     "resume",
-    "retry_dead",
     "retention",
+    "retry_dead",
     "set_group_limit",
     "set_retention",
     "stalled_check",
+    "wait",
 ]

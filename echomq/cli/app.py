@@ -48,6 +48,8 @@ COMMANDS = {
     "server": "echomq.cli.server:server",
     "archive": "echomq.cli.archive:archive",
     "demo": "echomq.cli.demo:demo",
+    "wait": "echomq.cli.watch:wait",
+    "events": "echomq.cli.watch:events",
     "dashboard": "echomq.cli.dashboard:dashboard",
 }
 """Every ``emq`` command: its name and where it lives (``module:attribute``)."""

@@ -126,6 +126,18 @@ class Keys:
         return self._key("events")
 
     @cached_property
+    def job_events(self) -> str:
+        """The channel of per-job news (progress, settles) that ``wait`` and ``events``
+        hear; Consumers never subscribe to it, so a busy queue's news never wakes them."""
+        return self._key("job-events")
+
+    @cached_property
+    def listeners(self) -> str:
+        """The listener mark: present (with a TTL its listeners renew) while someone
+        waits or watches, so settles publish their news only then."""
+        return self._key("listeners")
+
+    @cached_property
     def completions(self) -> str:
         return self._key("completions")
 

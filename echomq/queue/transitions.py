@@ -147,6 +147,22 @@ def extended(reply: Any, job_id: str) -> BaseException | None:
     return error(f"extend_lock {job_id!r}: {error.__name__}") if error else None
 
 
+# -- progress -----------------------------------------------------------------------
+
+
+def progress_call(keys: Keys, job_id: str, token: int, value: str, message: str) -> Call:
+    """progress-2.lua: store a held job's progress (JSON text) and publish ``message`` on
+    the job-events channel, fenced by the token and membership in active."""
+    return ("progress", [keys.active, keys.job(job_id)],
+            [job_id, token, value, keys.job_events, message])
+
+
+def progressed(reply: Any, job_id: str) -> None:
+    """progress's reply: return when stored; raise ``JobGone``, ``StaleToken`` or
+    ``NotActive`` (``LEASE_LOST``: the holder lost the job)."""
+    raise_for_code(int(reply), job_id, "progress")
+
+
 # -- reap, release, remove_job, stalled_check ---------------------------------------
 
 

@@ -5,6 +5,8 @@
   -1 keeps all; on a declared queue a row the archive has not folded is never dropped)   ARGV[4..] quadruples (id, token, outcome 'completed'|'cancelled', result); at most 1000
   Returns: one code per job, checked in the seed's order:
     1 settled   -1 no such row   -2 stale token   -3 not in active
+  When someone listens (the `listeners` mark: one EXISTS per call), each settled job is
+  told on the job-events channel as 'completed' or 'cancelled'.
   A cancelled job is a completion whose result is 'cancelled:<reason>'. ]]
 local p = ARGV[1]
 local now = emq_now()
@@ -16,6 +18,7 @@ local recording = emq_recording(p, ARGV[2])
 local codes = {}
 local done = {}
 local finished = {}
+local outcomes = {}
 for n, id in ipairs(ids) do
   local i = 4 * n
   local token, outcome, result = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
@@ -42,6 +45,7 @@ for n, id in ipairs(ids) do
     end
     finished[#finished + 1] = now
     finished[#finished + 1] = id
+    outcomes[#outcomes + 1] = outcome
     if row[2] then
       redis.call('ZREM', KEYS[1], id)
       emq_release_slot(p, row[2])
@@ -55,6 +59,9 @@ if #finished > 0 then
   redis.call('ZREM', KEYS[1], unpack(settled))
   redis.call('ZADD', KEYS[2], unpack(finished))
   redis.call('HINCRBY', p .. 'metrics:completed', 'count', #settled)
+  if emq_listened(p) then
+    for n, id in ipairs(settled) do emq_tell(p, outcomes[n], id) end
+  end
 end
 -- retention: drop the oldest completed rows beyond `keep` (bounded per call); on a
 -- declared queue only those the archive has folded, stopping at the first it has not
