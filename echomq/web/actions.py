@@ -14,7 +14,6 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 import echomq
 from echomq import cancel
 from echomq.errors import EchoMQError
-from echomq.web import verbs
 from echomq.web.security import SESSION_COOKIE, cookie_path, csrf_ok, set_session
 from echomq.web.urls import job_path
 
@@ -65,7 +64,7 @@ async def pause(board: Dashboard, request: Request) -> Response:
     board.conn.keys(queue)
 
     def run() -> str:
-        verbs.pause(board.conn, queue)
+        echomq.pause(board.conn, queue)
         return f"paused {queue}"
 
     return await _act(board, request, run, _queue_url(request, queue))
@@ -76,7 +75,7 @@ async def resume(board: Dashboard, request: Request) -> Response:
     board.conn.keys(queue)
 
     def run() -> str:
-        verbs.resume(board.conn, queue)
+        echomq.resume(board.conn, queue)
         return f"resumed {queue}"
 
     return await _act(board, request, run, _queue_url(request, queue))
@@ -97,13 +96,13 @@ async def dead(board: Dashboard, request: Request) -> Response:
         if not every and not ids:
             return "nothing selected"
         if what == "retry":
-            n = verbs.retry_dead(board.conn, queue, None if every else ids)
+            n = echomq.retry_dead(board.conn, queue, None if every else ids)
             return f"retried {n} dead job(s)"
         if what == "remove":
             if every:
                 return f"removed {echomq.purge(board.conn, queue, 'dead')} dead job(s)"
             for job_id in ids:
-                verbs.remove_job(board.conn, queue, job_id)
+                echomq.remove_job(board.conn, queue, job_id)
             return f"removed {len(ids)} dead job(s)"
         return f"unknown operation {what!r}"
 
@@ -123,14 +122,14 @@ async def job(board: Dashboard, request: Request) -> Response:
 
     def run() -> str:
         if action == "retry":
-            n = verbs.retry_dead(board.conn, queue, [job_id])
+            n = echomq.retry_dead(board.conn, queue, [job_id])
             return f"retried {job_id}" if n else f"{job_id} is not dead: nothing retried"
         if action == "remove":
-            verbs.remove_job(board.conn, queue, job_id)
+            echomq.remove_job(board.conn, queue, job_id)
             return f"removed {job_id}"
         if action == "cancel":
             return f"cancel {job_id}: {cancel.request(board.conn, queue, job_id, 'dashboard')}"
-        verbs.promote(board.conn, queue, job_id)
+        echomq.promote(board.conn, queue, job_id)
         return f"promoted {job_id}"
 
     fallback = job_path(request, queue, job_id)

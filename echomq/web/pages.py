@@ -10,7 +10,7 @@ from starlette.responses import PlainTextResponse, Response
 import echomq
 from echomq.errors import EchoMQError, InvalidArgument
 from echomq.models import Job
-from echomq.web import reads, verbs
+from echomq.web import reads
 
 if TYPE_CHECKING:
     from echomq.web.app import Dashboard
@@ -51,10 +51,11 @@ def _paging(request: Request) -> tuple[str, int]:
 
 def _queue_context(board: Dashboard, queue: str, state: str, page: int) -> dict[str, Any]:
     conn = board.conn
-    counts = echomq.counts(conn, queue).as_dict()
+    found = echomq.counts(conn, queue)
+    counts = {name: int(getattr(found, name)) for name in reads.STATES}
     jobs = reads.job_page(conn, queue, state, page, PER_PAGE)
     return {"queue": queue, "state": state, "page": page, "counts": counts, "jobs": jobs,
-            "paused": verbs.is_paused(conn, queue),
+            "paused": found.paused,
             "pages": max(1, -(-counts[state] // PER_PAGE)), "per_page": PER_PAGE}
 
 
@@ -85,8 +86,8 @@ def _job_context(board: Dashboard, queue: str, job_id: str) -> dict[str, Any]:
             "history": [e.to_dict() for e in history],
             "payload": reads.pretty(job.payload) if job else None,
             "result": reads.pretty(job.result) if job and job.result is not None else None,
-            "progress": reads.pretty(reads.progress_of(job)) if job and
-            reads.progress_of(job) is not None else None}
+            "progress": reads.pretty(job.progress) if job and job.progress is not None
+            else None}
 
 
 async def job(board: Dashboard, request: Request) -> Response:

@@ -14,7 +14,6 @@ from typing import Any
 import echomq
 from echomq.models import Counts, Job, JobState
 from echomq.queue.connection import Connection
-from echomq.web import verbs
 
 WINDOWS_MIN = (1, 5, 15)
 """The throughput windows of the overview, in minutes."""
@@ -79,14 +78,14 @@ def summary(conn: Connection, queue: str, now_ms: int, declared: bool) -> QueueS
         created = conn.redis.hget(keys.job(str(head[0])), "created_at")
         if created:
             oldest = max(0, now_ms - int(created))
-    return QueueSummary(queue, counts, verbs.is_paused(conn, queue), declared, windows,
-                        oldest)
+    return QueueSummary(queue, counts, counts.paused, declared, windows, oldest)
 
 
 def job_page(conn: Connection, queue: str, state: str, page: int, per_page: int
              ) -> list[Job]:
     """One page of ``state``'s jobs, newest first (``echomq.list_jobs``)."""
-    return verbs.list_jobs(conn, queue, state, start=page * per_page, count=per_page)
+    return echomq.list_jobs(conn, queue, state, start=page * per_page, count=per_page,
+                            newest_first=True)
 
 
 def pretty(value: Any) -> str:
@@ -99,9 +98,3 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
-def progress_of(job: Job) -> Any:
-    """The progress a handler reported (``job.progress`` on issue 10's rows)."""
-    value = getattr(job, "progress", None)
-    if value is None or callable(value):
-        value = job.raw.get("progress")
-    return value
