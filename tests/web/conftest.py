@@ -16,6 +16,7 @@ class Filled:
     done: str
     dead: str
     active: str
+    active_token: int
 
 
 def fill(conn: Connection, queue: str, *, pending: int = 3, error: str = "boom",
@@ -29,6 +30,6 @@ def fill(conn: Connection, queue: str, *, pending: int = 3, error: str = "boom",
     job = echomq.claim(conn, queue)[0]
     echomq.fail(conn, queue, job.id, job.token, error, record=record)
     active = echomq.add(conn, queue, {"n": "active"}, job_id="active-1")
-    echomq.claim(conn, queue, lease_ms=60_000)
+    token = echomq.claim(conn, queue, lease_ms=60_000)[0].token
     waiting = [echomq.add(conn, queue, {"n": i}, job_id=f"p-{i}") for i in range(pending)]
-    return Filled(waiting, done, dead, active)
+    return Filled(waiting, done, dead, active, token)

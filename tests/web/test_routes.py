@@ -4,6 +4,7 @@ real floor: what a visitor sees, what a visitor may do, and what is refused."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -236,3 +237,35 @@ def test_an_odd_job_id_has_its_page(conn: Connection, queue: str) -> None:
     assert remove, page.text
     done = web.post(remove.group(1), data={"csrf": csrf_of(page.text)}, follow_redirects=False)
     assert done.status_code == 303 and echomq.get_job(conn, queue, "a/b?c#d%e") is None
+
+
+def test_a_running_job_shows_its_progress(conn: Connection, queue: str) -> None:
+    filled = fill(conn, queue, pending=0)
+    echomq.report_progress(conn, queue, filled.active, filled.active_token,
+                           {"pct": 40, "step": "<b>resize</b>"})
+    page = client(conn).get(f"/queues/{queue}/jobs/{filled.active}").text
+    shown = re.search(r'<pre id="progress">(.*?)</pre>', page, re.S)
+    assert shown and "&#34;pct&#34;: 40" in shown.group(1)
+    assert "&lt;b&gt;resize&lt;/b&gt;" in shown.group(1)
+
+
+def test_the_archive_page_shows_the_lag_behind_the_stream(
+        rconn: Connection, queue: str, floor: Floor) -> None:
+    declare(rconn, queue)
+    fill(rconn, queue, pending=1, record=True)
+    Driver(rconn, floor).fold(queue)
+    web = client(rconn, floor)
+
+    def lag() -> list[str]:
+        row = re.search(rf'<tr data-queue="{queue}">(.*?)</tr>', web.get("/archive").text, re.S)
+        assert row
+        return re.findall(r'<td class="n">([^<]*)</td>', row.group(1))
+
+    assert lag()[:3] == ["2", "0", "0s"]  # entries, lag in entries, lag in time
+    job = echomq.claim(rconn, queue)[0]
+    echomq.complete(rconn, queue, job.id, job.token, "late", record=True)
+    time.sleep(1.1)
+    entries, behind, age = lag()[:3]
+    assert (entries, behind) == ("2", "1") and age.endswith("s") and float(age[:-1]) >= 1
+    Driver(rconn, floor).fold(queue)
+    assert lag()[:3] == ["3", "0", "0s"]
