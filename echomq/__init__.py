@@ -13,6 +13,7 @@ from echomq.errors import (
     ConnectionFailed,
     ConsumerCrashed,
     EchoMQError,
+    HistoryNotArchived,
     InvalidArgument,
     InvalidKey,
     JobGone,
@@ -22,6 +23,7 @@ from echomq.errors import (
     NotActive,
     NotCancellable,
     NotRemovable,
+    QueueBusy,
     RemoteUnavailable,
     StaleToken,
     StreamUnavailable,
@@ -31,6 +33,7 @@ from echomq.jobs.settle import complete, complete_many, fail, release_many, remo
 from echomq.jobs.stalled import stalled_check
 from echomq.models import CancelVerdict, ClaimedJob, Counts, Job, JobState, StalledSweep
 from echomq.queue.admin import counts, dead_jobs, get_job, metrics, purge, set_group_limit
+from echomq.queue.bulk import drain, obliterate
 from echomq.queue.claim import claim
 from echomq.queue.connection import Connection, connect
 from echomq.queue.enqueue import add, add_many
@@ -67,6 +70,7 @@ __all__ = [
     "ConsumerCrashed",
     "Counts",
     "EchoMQError",
+    "HistoryNotArchived",
     "InvalidArgument",
     "InvalidKey",
     "Job",
@@ -78,6 +82,7 @@ __all__ = [
     "NotActive",
     "NotCancellable",
     "NotRemovable",
+    "QueueBusy",
     "RemoteUnavailable",
     "StaleToken",
     "StalledSweep",
@@ -92,10 +97,12 @@ __all__ = [
     "connect",
     "counts",
     "dead_jobs",
+    "drain",
     "extend_lock",
     "fail",
     "get_job",
     "metrics",
+    "obliterate",
     "publish",
     "purge",
     "reap",

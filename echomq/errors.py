@@ -41,6 +41,16 @@ class NotRemovable(EchoMQError):
     """``remove_job`` reached a job that is neither pending nor scheduled."""
 
 
+class QueueBusy(EchoMQError):
+    """A queue-wide operation met work it must not destroy: ``obliterate`` while jobs are
+    active, or an ``add`` while the queue is being obliterated."""
+
+
+class HistoryNotArchived(QueueBusy):
+    """``obliterate`` of a queue whose declared outcome stream still holds entries the
+    archive has not folded and trimmed: removing it would lose that history."""
+
+
 class LaneNotNative(EchoMQError):
     """The functions executor's stalled sweep refuses grouped expired rows."""
 

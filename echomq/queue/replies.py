@@ -14,6 +14,7 @@ import redis
 
 from echomq.errors import (
     EchoMQError,
+    HistoryNotArchived,
     InvalidArgument,
     InvalidKey,
     JobGone,
@@ -24,6 +25,7 @@ from echomq.errors import (
     NotArchiveOfRecord,
     NotDeclared,
     NotRemovable,
+    QueueBusy,
     StaleToken,
 )
 
@@ -39,6 +41,9 @@ SCRIPT_CODES: dict[str, dict[int, type[EchoMQError]]] = {
     "fold_renew": {-1: LeaseLost},
     "fold_release": {},
     "fold_trim": {-1: LeaseLost, -2: NotDeclared, -3: NotArchiveOfRecord},
+    "obliterate_begin": {-1: QueueBusy, -2: HistoryNotArchived},
+    "obliterate_keys": {-1: QueueBusy},
+    "obliterate_end": {-1: QueueBusy},
 }
 """Every failure code of a script with codes of its own (the rest are successes)."""
 
@@ -48,6 +53,8 @@ _MESSAGES: dict[type[EchoMQError], str] = {
     NotDeclared: "the outcome stream of {subject!r} is not declared; the archive never trims it",
     NotArchiveOfRecord: "the archive of record of {subject!r} is one this driver does not "
                         "write; it folds but never trims",
+    QueueBusy: "{verb} {subject!r}: the queue is no longer marked for obliteration (another "
+               "obliterate ended it first)",
 }
 
 ERROR_PREFIXES: dict[str, type[EchoMQError]] = {
@@ -55,6 +62,8 @@ ERROR_PREFIXES: dict[str, type[EchoMQError]] = {
     "EMQSTATE": LaneNotNative,
     "EMQ.EXTEND keys": InvalidKey,
     "EMQ.STALLED.CHECK keys": InvalidKey,
+    "EMQ.OBLITERATE key": InvalidKey,
+    "EMQBUSY": QueueBusy,
     "EMQ.": InvalidArgument,
 }
 

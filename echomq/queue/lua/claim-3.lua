@@ -4,11 +4,13 @@
   Returns: a flat list: the lease deadline (ms, server clock), then 3 entries per job:
     id, token (the new attempts), payload
   Ungrouped jobs and the ring's groups take turns; groups take turns in the ring.
+  A paused queue (meta paused = 1) hands out nothing: {}.
   Native (functions): the row's lease_epoch is stamped with the server run id. ]]
 local p = ARGV[1]
 local lease = tonumber(ARGV[2])
 local count = tonumber(ARGV[3])
 local now = emq_now()
+if redis.call('HGET', p .. 'meta', 'paused') == '1' then return {} end
 
 -- 1. promote what is due (bounded, so one call never runs away)
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)

@@ -1,0 +1,57 @@
+--[[ drain: remove pending jobs (the pending set and every group's lane) and, when asked,
+  scheduled jobs: their rows and their set entries, at most `budget` per call.
+  KEYS[1] pending   KEYS[2] scheduled
+  ARGV[1] queue base   ARGV[2] budget (rows deleted + lanes visited, at most 1000)
+  ARGV[3] where to go on: 'pending' (the start), 'lanes:<SSCAN cursor of groups>',
+          'scheduled'   ARGV[4] '1' = scheduled jobs go too
+  Returns: {jobs removed by this call, where the next call goes on ('done': nothing left)}.
+  A lane this call empties leaves the ring. Active, completed and dead jobs are untouched:
+  an active grouped job settles as usual and its group finds an empty lane. ]]
+local p = ARGV[1]
+local budget = tonumber(ARGV[2])
+local pos = ARGV[3]
+local removed = 0
+
+-- up to `budget` ids from the head of a sorted set, with their rows
+local function take(set)
+  if budget <= 0 then return 0 end
+  local ids = redis.call('ZRANGE', set, 0, budget - 1)
+  if #ids == 0 then return 0 end
+  local rows = {}
+  for i, id in ipairs(ids) do rows[i] = p .. 'job:' .. id end
+  redis.call('DEL', unpack(rows))
+  redis.call('ZREMRANGEBYRANK', set, 0, #ids - 1)
+  budget = budget - #ids
+  removed = removed + #ids
+  return #ids
+end
+
+if pos == 'pending' then
+  take(KEYS[1])
+  if budget <= 0 then return {removed, pos} end
+  pos = 'lanes:0'
+end
+
+if string.sub(pos, 1, 6) == 'lanes:' then
+  local cursor = string.sub(pos, 7)
+  repeat
+    local scan = redis.call('SSCAN', p .. 'groups', cursor, 'COUNT', 100)
+    for _, g in ipairs(scan[2]) do
+      -- out of budget mid-batch: the next call scans this batch again
+      if budget <= 0 then return {removed, 'lanes:' .. cursor} end
+      budget = budget - 1
+      local lane = p .. 'lane:' .. g
+      if take(lane) > 0 and redis.call('ZCARD', lane) == 0 then
+        redis.call('LREM', p .. 'ring', 0, g)
+      end
+    end
+    cursor = scan[1]
+  until cursor == '0'
+  pos = 'scheduled'
+end
+
+if pos == 'scheduled' and ARGV[4] == '1' then
+  take(KEYS[2])
+  if budget <= 0 then return {removed, pos} end
+end
+return {removed, 'done'}
