@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from echomq.errors import QueueBusy
+from echomq.errors import InvalidArgument, QueueBusy
 from echomq.queue import transitions
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
@@ -33,14 +33,17 @@ def drain(conn: Connection, queue: str, *, scheduled: bool = True) -> int:
     return sum(drain_batches(conn, queue, scheduled=scheduled))
 
 
-def drain_batches(conn: Connection, queue: str, *, scheduled: bool = True) -> Iterator[int]:
+def drain_batches(conn: Connection, queue: str, *, scheduled: bool = True,
+                  batch: int = BULK_BATCH) -> Iterator[int]:
     """:func:`drain`, one Lua call per step: yields how many jobs each call removed (never
-    more than :data:`BULK_BATCH`)."""
+    more than ``batch``, at most :data:`BULK_BATCH`)."""
     keys = conn.keys(queue)
+    if batch > BULK_BATCH:
+        raise InvalidArgument(f"batch must be at most {BULK_BATCH}, got {batch}")
     position = transitions.DRAIN_START
     while position != transitions.DRAIN_DONE:
         removed, position = transitions.drained(
-            conn.executor.run(*transitions.drain_call(keys, position, scheduled)))
+            conn.executor.run(*transitions.drain_call(keys, position, scheduled, batch)))
         yield removed
 
 

@@ -245,3 +245,18 @@ def test_an_obliterate_of_20000_jobs_deletes_at_most_one_batch_per_lua_call(
     assert sum(batches) == total_keys
     assert max(batches) <= BULK_BATCH and len(batches) >= 20
     assert big.redis.dbsize() == 0  # the warm-up queue went too: nothing is left
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3, 7, 10])
+def test_small_batches_cut_anywhere_still_drain_everything(
+    conn: Connection, queue: str, batch: int,
+) -> None:
+    echomq.add_many(conn, queue, list(range(4)))
+    for g, size in enumerate([5, 1, 3, 7, 2]):
+        echomq.add_many(conn, queue, list(range(size)), group=f"g{g}")
+    echomq.add_many(conn, queue, list(range(3)), delay_ms=LONG)
+    steps = list(drain_batches(conn, queue, batch=batch))
+    assert sum(steps) == 4 + 18 + 3
+    assert max(steps) <= batch
+    assert echomq.counts(conn, queue) == echomq.Counts(0, 0, 0, 0, 0)
+    assert not conn.redis.exists(conn.keys(queue).ring)

@@ -2,8 +2,8 @@
   scheduled jobs: their rows and their set entries, at most `budget` per call.
   KEYS[1] pending   KEYS[2] scheduled
   ARGV[1] queue base   ARGV[2] budget (rows deleted + lanes visited, at most 1000)
-  ARGV[3] where to go on: 'pending' (the start), 'lanes:<SSCAN cursor of groups>',
-          'scheduled'   ARGV[4] '1' = scheduled jobs go too
+  ARGV[3] where to go on: 'pending' (the start), 'lanes:<SSCAN cursor of groups>:<lanes
+          of that batch already emptied>', 'scheduled'   ARGV[4] '1' = scheduled jobs go too
   Returns: {jobs removed by this call, where the next call goes on ('done': nothing left)}.
   A lane this call empties leaves the ring. Active, completed and dead jobs are untouched:
   an active grouped job settles as usual and its group finds an empty lane. ]]
@@ -29,23 +29,30 @@ end
 if pos == 'pending' then
   take(KEYS[1])
   if budget <= 0 then return {removed, pos} end
-  pos = 'lanes:0'
+  pos = 'lanes:0:0'
 end
 
 if string.sub(pos, 1, 6) == 'lanes:' then
-  local cursor = string.sub(pos, 7)
+  -- lanes:<cursor>:<skip>: the SSCAN batch of `cursor`, past the `skip` lanes emptied
+  local cursor, skip = string.match(pos, '^lanes:(%d+):(%d+)$')
+  skip = tonumber(skip)
   repeat
     local scan = redis.call('SSCAN', p .. 'groups', cursor, 'COUNT', 100)
-    for _, g in ipairs(scan[2]) do
-      -- out of budget mid-batch: the next call scans this batch again
-      if budget <= 0 then return {removed, 'lanes:' .. cursor} end
-      budget = budget - 1
-      local lane = p .. 'lane:' .. g
-      if take(lane) > 0 and redis.call('ZCARD', lane) == 0 then
-        redis.call('LREM', p .. 'ring', 0, g)
+    for i, g in ipairs(scan[2]) do
+      if i > skip then
+        local lane = p .. 'lane:' .. g
+        local took = take(lane)
+        local left = redis.call('ZCARD', lane)
+        if took > 0 and left == 0 then redis.call('LREM', p .. 'ring', 0, g) end
+        budget = budget - 1  -- a lane visited counts against the budget too
+        if budget <= 0 then
+          if left == 0 then return {removed, 'lanes:' .. cursor .. ':' .. i} end
+          return {removed, 'lanes:' .. cursor .. ':' .. (i - 1)}
+        end
       end
     end
     cursor = scan[1]
+    skip = 0
   until cursor == '0'
   pos = 'scheduled'
 end
