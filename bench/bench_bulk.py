@@ -4,7 +4,9 @@ The queue holds 800,000 plain pending jobs, 100,000 grouped ones (1,000 groups o
 and 100,000 scheduled ones. Measures, per executor: the wall time of the whole verb, how
 many Lua calls it made, the most one call removed, and the longest single call as the
 server timed it (SLOWLOG, every command logged during the run) and as the client saw it
-(a round trip). A private server is started and stopped here.
+(a round trip), and the server's CPU time per call (which, unlike the wall-clock figures,
+other processes on the same cores do not inflate). A private server is started and
+stopped here.
 
     python bench/bench_bulk.py [--jobs 1000000] [--executor scripts|functions|both]
 """
@@ -12,6 +14,7 @@ server timed it (SLOWLOG, every command logged during the run) and as the client
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -48,6 +51,7 @@ def timed(conn: Connection, steps: Callable[[], Iterator[int]]) -> dict[str, flo
     round trip, and the longest Lua call in SLOWLOG."""
     r = conn.redis
     r.slowlog_reset()
+    cpu_before = _server_cpu(r)
     started = time.perf_counter()
     longest_trip = 0.0
     biggest = calls = total = 0
@@ -58,11 +62,20 @@ def timed(conn: Connection, steps: Callable[[], Iterator[int]]) -> dict[str, flo
         last = now
         biggest, calls, total = max(biggest, removed), calls + 1, total + removed
     wall = time.perf_counter() - started
+    cpu = _server_cpu(r) - cpu_before
     lua: list[Any] = [e for e in r.slowlog_get(100_000) if _name(e["command"]) in LUA]
     return {"wall_s": wall, "calls": calls, "removed": total, "biggest": biggest,
             "trip_ms": longest_trip * 1000,
             "server_ms": max(e["duration"] for e in lua) / 1000 if lua else SLOW_US / 1000,
-            "slowlogged": len(lua)}
+            "slowlogged": len(lua), "cpu_ms_per_call": cpu * 1000 / calls,
+            "load": os.getloadavg()[0]}
+
+
+def _server_cpu(r: Any) -> float:
+    """The server's CPU seconds so far (user + system): unlike wall time, not inflated
+    when other processes share the cores."""
+    info = r.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 def _name(command: str | bytes) -> str:
@@ -98,6 +111,8 @@ def run(executor: str, jobs: int, console: Console) -> list[tuple[str, str]]:
                      f"{m['calls']:,.0f}; {m['biggest']:,.0f}"),
                     (f"{label}: longest single Lua call, server (SLOWLOG) / round trip",
                      f"{m['server_ms']:.1f} ms / {m['trip_ms']:.1f} ms"),
+                    (f"{label}: server CPU per call (mean); load average during the run",
+                     f"{m['cpu_ms_per_call']:.2f} ms; {m['load']:.1f}"),
                 ]
         finally:
             server.cleanup()
