@@ -23,6 +23,7 @@ from echomq.errors import (
     NotActive,
     NotCancellable,
     NotRemovable,
+    NotScheduled,
     QueueBusy,
     RemoteUnavailable,
     StaleToken,
@@ -36,8 +37,10 @@ from echomq.queue.admin import counts, dead_jobs, get_job, metrics, purge, set_g
 from echomq.queue.bulk import drain, obliterate
 from echomq.queue.claim import claim
 from echomq.queue.connection import Connection, connect
+from echomq.queue.control import is_paused, pause, promote, resume, retry_dead
 from echomq.queue.enqueue import add, add_many
 from echomq.queue.events import publish
+from echomq.queue.listing import list_jobs
 from echomq.worker.consumer import Consumer
 
 if TYPE_CHECKING:
@@ -82,6 +85,7 @@ __all__ = [
     "NotActive",
     "NotCancellable",
     "NotRemovable",
+    "NotScheduled",
     "QueueBusy",
     "RemoteUnavailable",
     "StaleToken",
@@ -101,13 +105,19 @@ __all__ = [
     "extend_lock",
     "fail",
     "get_job",
+    "is_paused",
+    "list_jobs",
     "metrics",
     "obliterate",
+    "pause",
+    "promote",
     "publish",
     "purge",
     "reap",
     "release_many",
     "remove_job",
+    "resume",
+    "retry_dead",
     "set_group_limit",
     "stalled_check",
 ]

@@ -52,6 +52,8 @@ class Job:
     finished_at: int | None
     entry: str | None
     """The outcome stream entry that recorded how it finished (recording queues only)."""
+    retried: int
+    """How many times ``retry_dead`` brought it back from the dead set."""
     raw: dict[str, str] = field(repr=False, compare=False)
 
     @classmethod
@@ -78,6 +80,7 @@ class Job:
             claimed_at=num("claimed_at"),
             finished_at=num("finished_at"),
             entry=row.get("entry"),
+            retried=num("retried") or 0,
             raw=dict(row),
         )
 
@@ -92,19 +95,23 @@ class StalledSweep:
 
 @dataclass(frozen=True)
 class Counts:
+    """Jobs per state, and whether the queue is paused (``pause``: claims hand out nothing)."""
+
     pending: int
     scheduled: int
     active: int
     completed: int
     dead: int
+    paused: bool = False
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, int | bool]:
         return {
             "pending": self.pending,
             "scheduled": self.scheduled,
             "active": self.active,
             "completed": self.completed,
             "dead": self.dead,
+            "paused": self.paused,
         }
 
 

@@ -107,3 +107,21 @@ def test_every_import_runs_the_allowed_way(source: str) -> None:
     wrong = [target for s, target in arrows()
              if s == source and part_of(target) not in allowed]
     assert not wrong, f"{source} ({part_of(source)}) may not import {wrong}"
+
+
+# Where a queue's key names may be built from its name alone: everywhere else goes through
+# ``conn.keys(queue)``, so that no key escapes the connection's prefix.
+KEY_BUILDERS = {"echomq.queue.keys", "echomq.queue.connection", "echomq.archive.fold_lease"}
+
+
+def test_library_code_names_keys_through_the_connection() -> None:
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        module = module_name(path)
+        if module in KEY_BUILDERS:
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if "Keys(" in code or '"emq:' in code or "'emq:" in code:
+                offenders.append(f"{module}:{n}: {line.strip()}")
+    assert offenders == []

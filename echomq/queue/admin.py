@@ -17,19 +17,20 @@ def get_job(conn: Connection, queue: str, job_id: str) -> Job | None:
 
 
 def counts(conn: Connection, queue: str) -> Counts:
-    """Jobs per state; pending includes every group's lane."""
+    """Jobs per state (pending includes every group's lane) and whether it is paused."""
     keys = conn.keys(queue)
     pipe = conn.redis.pipeline(transaction=False)
     for key in (keys.pending, keys.scheduled, keys.active, keys.completed, keys.dead):
         pipe.zcard(key)
     pipe.smembers(keys.groups)
-    pending, scheduled, active, completed, dead, groups = pipe.execute()
+    pipe.hexists(keys.meta, "paused")
+    pending, scheduled, active, completed, dead, groups, paused = pipe.execute()
     if groups:
         pipe = conn.redis.pipeline(transaction=False)
         for group in groups:
             pipe.zcard(keys.lane(group))
         pending += sum(pipe.execute())
-    return Counts(pending, scheduled, active, completed, dead)
+    return Counts(pending, scheduled, active, completed, dead, bool(paused))
 
 
 def set_group_limit(conn: Connection, queue: str, group: str, limit: int) -> None:

@@ -25,6 +25,7 @@ from echomq.errors import (
     NotArchiveOfRecord,
     NotDeclared,
     NotRemovable,
+    NotScheduled,
     QueueBusy,
     StaleToken,
 )
@@ -34,6 +35,7 @@ CODES: dict[int, type[EchoMQError]] = {
     -2: StaleToken,
     -3: NotActive,
     -4: NotRemovable,
+    -5: NotScheduled,
 }
 
 SCRIPT_CODES: dict[str, dict[int, type[EchoMQError]]] = {

@@ -143,7 +143,7 @@ def test_concurrent_cancels_agree_on_one_reason() -> None:
 
 
 @pytest.fixture
-def subscriber(server_url: str, queue: str) -> Iterator[Any]:
+def subscriber(conn: echomq.Connection, server_url: str, queue: str) -> Iterator[Any]:
     client = redis.Redis.from_url(server_url, decode_responses=True)
     pubsub = client.pubsub()
     pubsub.subscribe(channel(conn, queue))

@@ -229,7 +229,7 @@ def test_a_payload_nested_too_deep_is_refused_like_any_bad_payload(
     with pytest.raises(echomq.InvalidArgument, match=f"the limit is {MAX_PAYLOAD_DEPTH}"):
         echomq.add(conn, queue, nested(MAX_PAYLOAD_DEPTH + 1, kind))
     assert echomq.counts(conn, queue).as_dict() == {
-        "pending": 0, "scheduled": 0, "active": 0, "completed": 0, "dead": 0}
+        "pending": 0, "scheduled": 0, "active": 0, "completed": 0, "dead": 0, "paused": False}
 
 
 def test_a_payload_at_the_depth_limit_round_trips(conn: Connection, queue: str) -> None:

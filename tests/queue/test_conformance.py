@@ -116,7 +116,6 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     # remove_job in every state
     s("remove scheduled", lambda: echomq.remove_job(conn, q, delayed))
     s("remove active", lambda: echomq.remove_job(conn, q, rest[0].id))
-    s("remove completed", lambda: echomq.remove_job(conn, q, first.id))
     s("remove dead", lambda: echomq.remove_job(conn, q, once.id))
     s("remove gone", lambda: echomq.remove_job(conn, q, "nosuch"))
     s("remove retrying", lambda: echomq.remove_job(conn, q, third.id))
@@ -170,6 +169,7 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
              Settlement(keep.id, keep.token, "completed", '"again"')],
         ),
     )
+    s("remove completed", lambda: echomq.remove_job(conn, q, keep.id))
     # a deterministic failure: dead at once although tries remain
     spare = next(j for j in rest[2:] if j.id != once.id)
     s("fail dead at once",
@@ -177,6 +177,25 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     # groups and operator verbs
     s("add grouped", lambda: echomq.add(conn, q, {"g": 1}, group="g1"))
     s("set_group_limit", lambda: echomq.set_group_limit(conn, q, "g1", 2))
+    # the operator plane: pause, resume, promote, retry_dead, list_jobs
+    s("pause", lambda: echomq.pause(conn, q))
+    s("pause again", lambda: echomq.pause(conn, q))
+    s("is_paused", lambda: echomq.is_paused(conn, q))
+    s("claim paused", lambda: echomq.claim(conn, q, lease_ms=LONG, count=5))
+    s("counts paused", lambda: echomq.counts(conn, q).as_dict())
+    s("resume", lambda: echomq.resume(conn, q))
+    s("resume again", lambda: echomq.resume(conn, q))
+    s("add to promote", lambda: echomq.add(conn, q, {"n": "later"}, job_id="later",
+                                           delay_ms=LONG, priority=3))
+    s("promote", lambda: echomq.promote(conn, q, "later"))
+    s("promote pending", lambda: echomq.promote(conn, q, "later"))
+    s("promote gone", lambda: echomq.promote(conn, q, "nosuch"))
+    s("retry_dead ids", lambda: echomq.retry_dead(conn, q, [spare.id, "nosuch", first.id]))
+    s("retry_dead all", lambda: echomq.retry_dead(conn, q, limit=1))
+    s("retry_dead none", lambda: echomq.retry_dead(conn, q))
+    s("list pending", lambda: echomq.list_jobs(conn, q, "pending", count=3))
+    s("list completed oldest", lambda: echomq.list_jobs(conn, q, "completed",
+                                                        newest_first=False))
     s("purge completed keep 1", lambda: echomq.purge(conn, q, "completed", keep=1))
     s("purge dead", lambda: echomq.purge(conn, q, "dead"))
     s("get_job", lambda: echomq.get_job(conn, q, short.id))
@@ -191,6 +210,7 @@ def bulk_steps(conn: echomq.Connection, q: str, s: Callable[[str, Callable[[], A
     """drain and obliterate, each refusal included, down to an empty keyspace."""
     s("add to drain", lambda: [echomq.add(conn, q, {"d": 1}, delay_ms=LONG),
                                echomq.add(conn, q, {"d": 2})])
+    s("counts before drain", lambda: echomq.counts(conn, q).as_dict())
     s("drain keep scheduled", lambda: echomq.drain(conn, q, scheduled=False))
     s("drain", lambda: echomq.drain(conn, q))
     s("obliterate busy", lambda: echomq.obliterate(conn, q))
@@ -238,12 +258,24 @@ def test_the_scenario_exercises_every_reply(records: tuple[Record, Record]) -> N
     scripts, _ = records
     raised = {outcome[1] for _, outcome, _ in scripts.steps if outcome[0] == "raised"}
     assert raised == {"JobGone", "StaleToken", "NotActive", "NotRemovable", "InvalidArgument",
-                      "QueueBusy", "HistoryNotArchived"}
+                      "NotScheduled", "QueueBusy", "HistoryNotArchived"}
     outcomes = dict((label, outcome) for label, outcome, _ in scripts.steps)
     assert outcomes["fail retrying"] == ("ok", "retrying")
     assert outcomes["fail dead"] == ("ok", "dead")
     assert outcomes["fail dead at once"] == ("ok", "dead")
     assert outcomes["idempotent add"] == ("ok", "fixed")
+    assert outcomes["remove completed"] == outcomes["remove dead"] == ("ok", None)
+    assert outcomes["remove active"][1] == "NotRemovable"
+    assert [outcomes[k] for k in ("pause", "pause again", "is_paused", "claim paused")] == [
+        ("ok", True), ("ok", False), ("ok", True), ("ok", [])]
+    assert outcomes["counts paused"][1]["paused"] is True
+    assert [outcomes["resume"], outcomes["resume again"]] == [("ok", True), ("ok", False)]
+    assert outcomes["promote"] == ("ok", None)
+    assert outcomes["promote pending"][1] == "NotScheduled"
+    assert outcomes["promote gone"][1] == "JobGone"
+    assert [outcomes[f"retry_dead {k}"] for k in ("ids", "all", "none")] == [
+        ("ok", 1), ("ok", 1), ("ok", 0)]
+    assert len(outcomes["list pending"][1]) == 3
     assert outcomes["complete_many"][1][0] is None
     assert [e[0] for e in outcomes["complete_many"][1][1:]] == [
         "StaleToken", "JobGone", "NotActive",
@@ -259,10 +291,14 @@ def test_the_scenario_exercises_every_reply(records: tuple[Record, Record]) -> N
     assert outcomes["complete_many twice"][1][1][0] == "NotActive"
     assert len(recovered.recovered) == 1 and recovered.dead == []
     assert dead.recovered == [] and dead.dead == recovered.recovered
-    assert outcomes["drain keep scheduled"] == ("ok", 2)  # the plain job and the lane's
-    assert outcomes["drain"] == ("ok", 1)  # the delayed one
-    assert "2 jobs are active" in outcomes["obliterate busy"][2]
-    assert "holds 2 entries" in outcomes["obliterate unarchived"][2]
+    before = outcomes["counts before drain"][1]
+    assert before["pending"] >= 2 and before["scheduled"] >= 1 and before["active"] >= 1
+    assert outcomes["drain keep scheduled"] == ("ok", before["pending"])
+    assert outcomes["drain"] == ("ok", before["scheduled"])
+    assert f"{before['active']} jobs are active" in outcomes["obliterate busy"][2]
+    settled = outcomes["settle the rest, recorded"][1]
+    assert settled == [None] * before["active"]
+    assert f"holds {before['active']} entries" in outcomes["obliterate unarchived"][2]
     assert outcomes["obliterate force"][0] == "ok"
 
 

@@ -15,7 +15,7 @@ from tests.support.waits import wait_until
 
 
 @pytest.fixture
-def listener(server_url: str, queue: str) -> Iterator[Any]:
+def listener(conn: echomq.Connection, server_url: str, queue: str) -> Iterator[Any]:
     client = redis.Redis.from_url(server_url, decode_responses=True)
     pubsub = client.pubsub()
     pubsub.subscribe(channel(conn, queue))
@@ -36,7 +36,7 @@ def received(pubsub: Any) -> list[Event | None]:
     return out
 
 
-def test_the_channel_is_the_queues_events_key(queue: str) -> None:
+def test_the_channel_is_the_queues_events_key(conn: echomq.Connection, queue: str) -> None:
     assert channel(conn, queue) == f"emq:{{{queue}}}:events"
 
 

@@ -76,7 +76,7 @@ def as_redis_py_raises(message: str) -> redis.ResponseError:
 def test_the_scan_finds_what_the_scripts_answer() -> None:
     codes = returned_codes()
     assert {-1, -2, -3, -4} <= set(codes)
-    assert "fold_trim-3.lua" in codes[-3] and "remove_job-3.lua" in codes[-4]
+    assert "fold_trim-3.lua" in codes[-3] and "remove_job-5.lua" in codes[-4]
     messages = error_messages()
     assert "EMQSTALE extend token mismatch" in messages
     assert "EMQSTATE stalled lane not native" in messages
