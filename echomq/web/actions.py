@@ -101,9 +101,14 @@ async def dead(board: Dashboard, request: Request) -> Response:
         if what == "remove":
             if every:
                 return f"removed {echomq.purge(board.conn, queue, 'dead')} dead job(s)"
+            refused: list[str] = []
             for job_id in ids:
-                echomq.remove_job(board.conn, queue, job_id)
-            return f"removed {len(ids)} dead job(s)"
+                try:
+                    echomq.remove_job(board.conn, queue, job_id)
+                except EchoMQError as exc:  # the others still go; the first reason is said
+                    refused.append(f"{job_id}: {type(exc).__name__}: {exc}")
+            done = f"removed {len(ids) - len(refused)} dead job(s)"
+            return done + (f"; refused {len(refused)} ({refused[0]})" if refused else "")
         return f"unknown operation {what!r}"
 
     return await _act(board, request, run, _queue_url(request, queue, "dead"))

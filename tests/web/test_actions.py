@@ -94,3 +94,14 @@ def test_a_refused_verb_says_why(conn: Connection, queue: str) -> None:
     after = web.post(f"/queues/{queue}/jobs/active-1/remove", data={"csrf": csrf_of(page)})
     assert after.status_code == 200 and "refused: " in after.text
     assert echomq.get_job(conn, queue, "active-1") is not None
+
+
+def test_removing_selected_jobs_goes_on_past_a_refused_one(conn: Connection, queue: str) -> None:
+    filled = fill(conn, queue, pending=0)
+    web = TestClient(create_app(conn))
+    csrf = csrf_of(web.get(f"/queues/{queue}?state=dead").text)
+    after = web.post(f"/queues/{queue}/dead", data={
+        "csrf": csrf, "op": "remove", "ids": [filled.active, filled.dead]}).text
+    assert "removed 1 dead job(s); refused 1 (active-1: " in after
+    assert echomq.get_job(conn, queue, filled.dead) is None
+    assert echomq.get_job(conn, queue, filled.active) is not None
