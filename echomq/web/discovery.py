@@ -3,13 +3,15 @@
 There is no registry of every queue (a queue exists once a job is added to it), so the
 dashboard learns queues two ways:
 
-- every queue in ``conn.declared_set`` (queues whose outcomes are archived), always;
+- every queue in ``conn.declared_set`` (queues whose outcomes are archived) and in
+  ``conn.retained_set`` (queues with a retention policy), always;
 - queues seen by an incremental ``SCAN ... TYPE zset`` over ``<prefix>:{*}:*``: each
   refresh walks at most ``budget`` SCAN steps from where the last one stopped, so a
   keyspace of millions of rows never costs one request more than a few milliseconds;
   a full pass replaces the seen set (a queue whose sets are all gone drops out).
 
-The answer is cached for ``ttl_s`` seconds, so many viewers cost one scan step a while.
+The answer is cached for ``ttl_s`` seconds (2 by default), so any number of viewers cost one
+refresh (at most ``budget`` SCAN steps) per period.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ class QueueDirectory:
     """The queues one connection's prefix holds, learnt a bounded step at a time."""
 
     def __init__(self, conn: Connection, *, ttl_s: float = 2.0, budget: int = 20,
-                 step: int = 1000) -> None:
+                 step: int = 5000) -> None:
         self.conn = conn
         self.ttl_s = ttl_s
         self.budget = budget
@@ -49,7 +51,10 @@ class QueueDirectory:
             return list(self._names)
 
     def _refresh(self) -> None:
-        declared = {str(q) for q in self.conn.redis.smembers(self.conn.declared_set)}
+        pipe = self.conn.redis.pipeline(transaction=False)
+        pipe.smembers(self.conn.declared_set)
+        pipe.smembers(self.conn.retained_set)
+        declared = {str(q) for members in pipe.execute() for q in members}
         pattern = f"{self.conn.prefix}:{{*}}:*"  # a glob over the key layout of keys.py
         for _ in range(self.budget):
             self._cursor, found = self.conn.redis.scan(

@@ -269,3 +269,9 @@ def test_the_archive_page_shows_the_lag_behind_the_stream(
     assert (entries, behind) == ("2", "1") and age.endswith("s") and float(age[:-1]) >= 1
     Driver(rconn, floor).fold(queue)
     assert lag()[:3] == ["3", "0", "0s"]
+
+
+def test_a_declared_queue_is_listed_before_it_has_a_job(rconn: Connection, queue: str) -> None:
+    declare(rconn, queue)
+    page = client(rconn).get("/").text
+    assert f'<tr data-queue="{queue}">' in page
