@@ -80,3 +80,44 @@ local function emq_record(p, id, outcome, result, attempts, now, created, starte
   end
   return redis.call('XADD', p .. 'completions', '*', unpack(fields))
 end
+
+-- The metrics a scrape reads (echomq.metrics): per-outcome counters in
+-- `metrics:finished` and run/wait histograms in `metrics:run` and `metrics:wait`, one
+-- field per bucket (its upper bound in ms, 'inf' past the last; NOT cumulative) plus
+-- 'sum' (ms) and 'count'. The bounds are echomq.metrics.collector.BUCKETS_MS.
+local EMQ_BUCKETS_MS = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000,
+  60000, 300000, 900000, 3600000}
+
+local function emq_bucket(ms)
+  for _, le in ipairs(EMQ_BUCKETS_MS) do
+    if ms <= le then return tostring(le) end
+  end
+  return 'inf'
+end
+
+-- a histogram accumulated in a call and written once by emq_hist_flush
+local function emq_hist_add(h, ms)
+  if ms < 0 then ms = 0 end
+  local b = emq_bucket(ms)
+  h[b] = (h[b] or 0) + 1
+  h.sum = (h.sum or 0) + ms
+  h.count = (h.count or 0) + 1
+end
+
+local function emq_hist_flush(key, h)
+  for field, n in pairs(h) do redis.call('HINCRBY', key, field, n) end
+end
+
+-- one settled attempt: run = now - started (its claim), wait = started - created
+local function emq_observe(run, wait, now, created, started)
+  local s = tonumber(started or '')
+  if not s then return end
+  emq_hist_add(run, now - s)
+  local c = tonumber(created or '')
+  if c then emq_hist_add(wait, s - c) end
+end
+
+local function emq_observe_flush(p, run, wait)
+  emq_hist_flush(p .. 'metrics:run', run)
+  emq_hist_flush(p .. 'metrics:wait', wait)
+end

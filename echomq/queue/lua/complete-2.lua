@@ -5,7 +5,9 @@
   -1 keeps all)   ARGV[4..] quadruples (id, token, outcome 'completed'|'cancelled', result); at most 1000
   Returns: one code per job, checked in the seed's order:
     1 settled   -1 no such row   -2 stale token   -3 not in active
-  A cancelled job is a completion whose result is 'cancelled:<reason>'. ]]
+  A cancelled job is a completion whose result is 'cancelled:<reason>'.
+  Metrics: metrics:completed counts both; metrics:finished counts each outcome, and
+  metrics:run / metrics:wait get the attempt's run and wait times (see _lib.lua). ]]
 local p = ARGV[1]
 local now = emq_now()
 local ids = {}
@@ -16,6 +18,8 @@ local recording = emq_recording(p, ARGV[2])
 local codes = {}
 local done = {}
 local finished = {}
+local tally = {}
+local run, wait = {}, {}
 for n, id in ipairs(ids) do
   local i = 4 * n
   local token, outcome, result = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
@@ -42,6 +46,8 @@ for n, id in ipairs(ids) do
     end
     finished[#finished + 1] = now
     finished[#finished + 1] = id
+    tally[outcome] = (tally[outcome] or 0) + 1
+    emq_observe(run, wait, now, row[3], row[4])
     if row[2] then
       redis.call('ZREM', KEYS[1], id)
       emq_release_slot(p, row[2])
@@ -55,6 +61,8 @@ if #finished > 0 then
   redis.call('ZREM', KEYS[1], unpack(settled))
   redis.call('ZADD', KEYS[2], unpack(finished))
   redis.call('HINCRBY', p .. 'metrics:completed', 'count', #settled)
+  for outcome, n in pairs(tally) do redis.call('HINCRBY', p .. 'metrics:finished', outcome, n) end
+  emq_observe_flush(p, run, wait)
 end
 -- retention: drop the oldest completed rows beyond `keep` (bounded per call)
 local keep = tonumber(ARGV[3])
