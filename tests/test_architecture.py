@@ -26,6 +26,7 @@ PARTS: dict[str, tuple[str, ...]] = {
     "jobs": ("echomq.jobs", "echomq.cancel"),
     "worker": ("echomq.worker",),
     "archive": ("echomq.archive",),
+    "metrics": ("echomq.metrics",),
     "faces": ("echomq.cli", "echomq.demo", "echomq.__main__", "echomq.archive.__main__"),
     "facade": ("echomq",),
 }
@@ -38,6 +39,7 @@ ALLOWED: dict[str, set[str]] = {
     "jobs": {"substrate", "jobs"},
     "worker": {"substrate", "jobs", "worker"},
     "archive": {"substrate", "archive"},
+    "metrics": {"substrate", "archive", "metrics"},
     "dev-servers": {"dev-servers", "launchers", "substrate", "archive"},
     "faces": set(PARTS),
     "facade": {"substrate", "jobs", "worker", "archive"},  # archive: lazily, on first use

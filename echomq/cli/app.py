@@ -40,6 +40,7 @@ COMMANDS = {
     "server": "echomq.cli.server:server",
     "archive": "echomq.cli.archive:archive",
     "demo": "echomq.cli.demo:demo",
+    "metrics": "echomq.cli.metrics:metrics",
 }
 """Every ``emq`` command: its name and where it lives (``module:attribute``)."""
 

@@ -3,8 +3,8 @@
 A dump is every key of one queue, named relative to the queue's base (so two queues
 driven through the same steps can be compared), with its type and its contents.
 ``normalise`` replaces what legitimately differs between two runs: wall-clock
-timestamps, lease deadlines, stream ids and the buckets of the duration histograms, and (kept aside) the ``lease_epoch``
-field that only the functions executor stamps.
+timestamps, lease deadlines, stream ids, the buckets of the duration histograms, and
+(kept aside) the ``lease_epoch`` field that only the functions executor stamps.
 """
 
 from __future__ import annotations
