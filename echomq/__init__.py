@@ -6,7 +6,7 @@ Every verb takes a connection explicitly; every failure raises a subclass of
 
 from typing import TYPE_CHECKING, Any
 
-from echomq import cancel
+from echomq import cancel, tracing
 from echomq.errors import (
     ArchiveError,
     ChecksumMismatch,
@@ -103,4 +103,5 @@ __all__ = [
     "remove_job",
     "set_group_limit",
     "stalled_check",
+    "tracing",
 ]

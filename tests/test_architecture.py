@@ -20,7 +20,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "echomq"
 
 PARTS: dict[str, tuple[str, ...]] = {
-    "substrate": ("echomq.errors", "echomq.models", "echomq.queue"),
+    "substrate": ("echomq.errors", "echomq.models", "echomq.queue", "echomq.tracing"),
     "launchers": ("echomq.servers.process", "echomq.servers.valkey", "echomq.servers.shared"),
     "dev-servers": ("echomq.servers",),
     "jobs": ("echomq.jobs", "echomq.cancel"),
