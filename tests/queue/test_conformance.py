@@ -20,13 +20,15 @@ import pytest
 import echomq
 from echomq.jobs.settle import Settlement
 from echomq.models import ClaimedJob
-from echomq.queue import registry
+from echomq.queue import registry, transitions
 from tests.support.keyspace import dump, epochs, normalise
 from tests.support.servers import run_id
 from tests.support.waits import wait_lapsed
 
 LONG = 60_000
 SHORT = 40
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+"""A fixed W3C trace context (what echomq.tracing stores on rows), so keyspaces compare."""
 
 
 @dataclass
@@ -77,6 +79,8 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     s("add_many", lambda: echomq.add_many(conn, q, [{"m": 1}, {"m": 2}, {"m": 3}]))
     s("add_many ids", lambda: echomq.add_many(conn, q, [1, 2], job_ids=["m1", "m2"], priority=2))
     s("add one try", lambda: echomq.add(conn, q, {"n": "once"}, job_id="once", max_attempts=1))
+    s("add traced", lambda: transitions.added(conn.executor.run(*transitions.add_call(
+        conn.keys(q), [0, 0, 3, "", ""], [("traced", '{"n": "t"}')], TRACEPARENT))))
 
     # claim, complete, complete_many with per-job errors
     held: list[ClaimedJob] = s("claim 3", lambda: echomq.claim(conn, q, lease_ms=LONG, count=3))
