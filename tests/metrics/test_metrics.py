@@ -162,9 +162,14 @@ def test_an_undeclared_queue_is_found_and_has_no_archive_lag(conn: Connection,
 
 
 def test_the_histogram_bounds_are_the_ones_the_lua_counts_into() -> None:
-    found = re.search(r"EMQ_BUCKETS_MS = \{([^}]*)\}", LIB.read_text())
-    assert found is not None
-    assert tuple(int(b) for b in found.group(1).replace("\n", " ").split(",")) == BUCKETS_MS
+    lib = LIB.read_text()
+    bounds = re.search(r"EMQ_BUCKETS_MS = \{([^}]*)\}", lib)
+    fields = re.search(r"EMQ_BUCKET_FIELDS = \{([^}]*)\}", lib)
+    count = re.search(r"EMQ_NBUCKETS = (\d+)", lib)
+    assert bounds is not None and fields is not None and count is not None
+    assert tuple(int(b) for b in bounds.group(1).split(",")) == BUCKETS_MS
+    assert tuple(int(f.strip(" \n'")) for f in fields.group(1).split(",")) == BUCKETS_MS
+    assert int(count.group(1)) == len(BUCKETS_MS)
 
 
 def test_the_old_verb_of_the_same_name_still_answers(conn: Connection, queue: str) -> None:

@@ -87,25 +87,30 @@ end
 -- 'sum' (ms) and 'count'. The bounds are echomq.metrics.collector.BUCKETS_MS.
 local EMQ_BUCKETS_MS = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000,
   60000, 300000, 900000, 3600000}
+-- the same bounds as the hash fields (strings made once, not per observation)
+local EMQ_BUCKET_FIELDS = {'5', '10', '25', '50', '100', '250', '500', '1000', '2500',
+  '5000', '10000', '30000', '60000', '300000', '900000', '3600000'}
+local EMQ_NBUCKETS = 16
 
-local function emq_bucket(ms)
-  for _, le in ipairs(EMQ_BUCKETS_MS) do
-    if ms <= le then return tostring(le) end
-  end
-  return 'inf'
-end
-
--- a histogram accumulated in a call and written once by emq_hist_flush
+-- a histogram accumulated in a call ({sum = ms, [field] = n}) and written once by
+-- emq_hist_flush, which adds 'count'
 local function emq_hist_add(h, ms)
   if ms < 0 then ms = 0 end
-  local b = emq_bucket(ms)
+  local b = 'inf'
+  for i = 1, EMQ_NBUCKETS do
+    if ms <= EMQ_BUCKETS_MS[i] then b = EMQ_BUCKET_FIELDS[i]; break end
+  end
   h[b] = (h[b] or 0) + 1
   h.sum = (h.sum or 0) + ms
-  h.count = (h.count or 0) + 1
 end
 
 local function emq_hist_flush(key, h)
-  for field, n in pairs(h) do redis.call('HINCRBY', key, field, n) end
+  local count = 0
+  for field, n in pairs(h) do
+    if field ~= 'sum' then count = count + n end
+    redis.call('HINCRBY', key, field, n)
+  end
+  if count > 0 then redis.call('HINCRBY', key, 'count', count) end
 end
 
 -- one settled attempt: run = now - started (its claim), wait = started - created
