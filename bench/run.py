@@ -1,4 +1,4 @@
-"""``python bench/run.py [consumer|archive]``: run the benchmarks and print one table."""
+"""``python bench/run.py [consumer|archive|metrics]``: run the benchmarks and print one table."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def main() -> None:
-    which = sys.argv[1:] or ["consumer", "archive"]
+    which = sys.argv[1:] or ["consumer", "archive", "metrics"]
     table = Table(title="EchoMQ benchmarks (medians of 3; same machine, same run)")
     table.add_column("measure")
     table.add_column("value", justify="right")
@@ -25,6 +25,11 @@ def main() -> None:
         import bench_archive
 
         for name, value in bench_archive.rows():
+            table.add_row(name, value)
+    if "metrics" in which:
+        import bench_metrics
+
+        for name, value in bench_metrics.rows():
             table.add_row(name, value)
     Console().print(table)
 

@@ -178,3 +178,15 @@ def test_the_old_verb_of_the_same_name_still_answers(conn: Connection, queue: st
     echomq.complete(conn, queue, held.id, held.token, "done")
     assert echomq.metrics(conn, queue) == {"completed": 1, "failed": 0}
     assert echomq.metrics.render is render
+
+
+def test_a_scrape_sees_only_its_own_prefix(server_url: str, queue: str) -> None:
+    tenant = echomq.connect(server_url, prefix="tenant-m")
+    other = echomq.connect(server_url)
+    try:
+        echomq.add(tenant, queue, {"do": "ok"})
+        assert value(scrape(tenant), "echomq_jobs", queue=queue, state="pending") == 1
+        assert queue not in queues_of(scrape(other))
+    finally:
+        tenant.close()
+        other.close()
