@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import ExitStack
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -52,11 +51,16 @@ class EchoCollector(Collector):
         self.floor = floor
 
     def collect(self) -> Iterator[Metric]:
-        with ExitStack() as stack:
-            floor = self.floor
-            if floor is not None and not isinstance(floor, Floor):
-                floor = stack.enter_context(_opened(floor))
+        if self.floor is None or isinstance(self.floor, Floor):
+            yield from self._collect(self.floor)
+            return
+        # a path: opened for this scrape (instances of one path share one environment in
+        # a process, so this is cheap)
+        floor = Floor(self.floor)
+        try:
             yield from self._collect(floor)
+        finally:
+            floor.close()
 
     def _collect(self, floor: Floor | None) -> Iterator[Metric]:
         queues = set(finder_for(self.conn).found())
@@ -77,20 +81,6 @@ def _valid(queue: str) -> bool:
     except InvalidKey:
         return False
     return True
-
-
-class _opened:
-    """A floor opened from a path for one scrape (instances of one path share one
-    environment in a process, so this is cheap)."""
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.floor = Floor(path)
-
-    def __enter__(self) -> Floor:
-        return self.floor
-
-    def __exit__(self, *exc: object) -> None:
-        self.floor.close()
 
 
 def _families(samples: list[QueueSample], now: int, floor: Floor | None) -> Iterator[Metric]:
