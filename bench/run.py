@@ -1,4 +1,5 @@
-"""``python bench/run.py [consumer|archive|metrics]``: run the benchmarks and print one table."""
+"""``python bench/run.py [consumer|archive|retention|metrics]``: run the benchmarks and print
+one table."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def main() -> None:
-    which = sys.argv[1:] or ["consumer", "archive", "metrics"]
+    which = sys.argv[1:] or ["consumer", "archive"]
     table = Table(title="EchoMQ benchmarks (medians of 3; same machine, same run)")
     table.add_column("measure")
     table.add_column("value", justify="right")
@@ -25,6 +26,11 @@ def main() -> None:
         import bench_archive
 
         for name, value in bench_archive.rows():
+            table.add_row(name, value)
+    if "retention" in which:
+        import bench_retention
+
+        for name, value in bench_retention.rows():
             table.add_row(name, value)
     if "metrics" in which:
         import bench_metrics

@@ -22,6 +22,7 @@ from echomq.errors import (
     NotActive,
     NotCancellable,
     NotRemovable,
+    NotScheduled,
     RemoteUnavailable,
     StaleToken,
     StreamUnavailable,
@@ -29,12 +30,30 @@ from echomq.errors import (
 from echomq.jobs.lease import extend_lock, reap
 from echomq.jobs.settle import complete, complete_many, fail, release_many, remove_job
 from echomq.jobs.stalled import stalled_check
-from echomq.models import CancelVerdict, ClaimedJob, Counts, Job, JobState, StalledSweep
-from echomq.queue.admin import counts, dead_jobs, get_job, metrics, purge, set_group_limit
+from echomq.models import (
+    CancelVerdict,
+    ClaimedJob,
+    Counts,
+    Job,
+    JobState,
+    Purged,
+    Retention,
+    StalledSweep,
+)
+from echomq.queue.admin import counts, dead_jobs, get_job, metrics, set_group_limit
 from echomq.queue.claim import claim
 from echomq.queue.connection import Connection, connect
+from echomq.queue.control import is_paused, pause, promote, resume, retry_dead
 from echomq.queue.enqueue import add, add_many
 from echomq.queue.events import publish
+from echomq.queue.listing import list_jobs
+from echomq.queue.retention import (
+    RetentionReport,
+    apply_retention,
+    purge,
+    retention,
+    set_retention,
+)
 from echomq.worker.consumer import Consumer
 
 if TYPE_CHECKING:
@@ -78,13 +97,18 @@ __all__ = [
     "NotActive",
     "NotCancellable",
     "NotRemovable",
+    "NotScheduled",
+    "Purged",
     "RemoteUnavailable",
+    "Retention",
+    "RetentionReport",
     "StaleToken",
     "StalledSweep",
     "StreamUnavailable",
     "add",
-    "archive",
     "add_many",
+    "apply_retention",
+    "archive",
     "cancel",
     "claim",
     "complete",
@@ -95,13 +119,21 @@ __all__ = [
     "extend_lock",
     "fail",
     "get_job",
+    "is_paused",
+    "list_jobs",
     "metrics",
+    "pause",
+    "promote",
     "publish",
     "purge",
     "reap",
     "release_many",
     "remove_job",
+    "resume",
+    "retry_dead",
+    "retention",
     "set_group_limit",
+    "set_retention",
     "stalled_check",
     "tracing",
 ]

@@ -38,7 +38,11 @@ class NotCancellable(EchoMQError):
 
 
 class NotRemovable(EchoMQError):
-    """``remove_job`` reached a job that is neither pending nor scheduled."""
+    """``remove_job`` reached a job a worker holds (active): it settles first."""
+
+
+class NotScheduled(EchoMQError):
+    """``promote`` reached a job that is not scheduled (pending, active or finished)."""
 
 
 class LaneNotNative(EchoMQError):

@@ -52,6 +52,8 @@ class Job:
     finished_at: int | None
     entry: str | None
     """The outcome stream entry that recorded how it finished (recording queues only)."""
+    retried: int
+    """How many times ``retry_dead`` brought it back from the dead set."""
     raw: dict[str, str] = field(repr=False, compare=False)
 
     @classmethod
@@ -78,6 +80,7 @@ class Job:
             claimed_at=num("claimed_at"),
             finished_at=num("finished_at"),
             entry=row.get("entry"),
+            retried=num("retried") or 0,
             raw=dict(row),
         )
 
@@ -92,19 +95,23 @@ class StalledSweep:
 
 @dataclass(frozen=True)
 class Counts:
+    """Jobs per state, and whether the queue is paused (``pause``: claims hand out nothing)."""
+
     pending: int
     scheduled: int
     active: int
     completed: int
     dead: int
+    paused: bool = False
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, int | bool]:
         return {
             "pending": self.pending,
             "scheduled": self.scheduled,
             "active": self.active,
             "completed": self.completed,
             "dead": self.dead,
+            "paused": self.paused,
         }
 
 
@@ -113,3 +120,44 @@ class CancelVerdict:
     """Return this from a handler to settle its job as ``cancelled:<reason>``."""
 
     reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Retention:
+    """A queue's retention policy (None: no limit of that kind). A finished row goes once
+    it is past either limit of its state: older than ``<state>_age_ms`` or beyond the
+    newest ``<state>_count``; on a declared queue only once the archive folded it."""
+
+    completed_age_ms: int | None = None
+    completed_count: int | None = None
+    dead_age_ms: int | None = None
+    dead_count: int | None = None
+
+    def limits(self, state: str) -> tuple[int | None, int | None]:
+        """``(age_ms, count)`` for ``state`` ("completed" or "dead")."""
+        if state == "completed":
+            return self.completed_age_ms, self.completed_count
+        return self.dead_age_ms, self.dead_count
+
+    @property
+    def empty(self) -> bool:
+        return all(v is None for v in self.as_dict().values())
+
+    def as_dict(self) -> dict[str, int | None]:
+        return {"completed_age_ms": self.completed_age_ms,
+                "completed_count": self.completed_count,
+                "dead_age_ms": self.dead_age_ms, "dead_count": self.dead_count}
+
+
+@dataclass(frozen=True)
+class Purged:
+    """One purge's answer: rows forgotten, and finished rows it would have forgotten but
+    kept because the archive has not folded their outcomes yet."""
+
+    state: str
+    forgotten: int = 0
+    kept_for_archive: int = 0
+
+    def __add__(self, other: Purged) -> Purged:
+        return Purged(self.state, self.forgotten + other.forgotten,
+                      max(self.kept_for_archive, other.kept_for_archive))

@@ -14,7 +14,7 @@ from typing import Literal
 
 from echomq.errors import CancelledError as CancelledError
 from echomq.errors import JobGone, NotCancellable
-from echomq.jobs.settle import remove_job
+from echomq.jobs.settle import remove_unclaimed
 from echomq.queue.connection import Connection
 from echomq.queue.events import publish
 
@@ -78,7 +78,7 @@ def request(
 ) -> Literal["removed", "signalled"]:
     """Cancel a job by queue and id from anywhere.
 
-    One ``HGET state``, then: pending or scheduled -> removed (``remove_job``);
+    One ``HGET state``, then: pending or scheduled -> removed (``remove_unclaimed``);
     active -> a ``cancel`` event on the queue's events channel (``"signalled"``).
     The event is at most once: with no live subscriber (no Consumer started with
     ``cancel=True``) nobody hears it and the job runs on. Any other state raises
@@ -88,7 +88,7 @@ def request(
     if state is None:
         raise JobGone(f"cancel {job_id!r}: no such job")
     if state in ("pending", "scheduled"):
-        remove_job(conn, queue, job_id)
+        remove_unclaimed(conn, queue, job_id)
         return "removed"
     if state == "active":
         publish(conn, queue, "cancel", job_id, reason)

@@ -1,10 +1,11 @@
-"""Reads and settings an operator uses: get_job, counts, group limits, metrics."""
+"""Reads and settings an operator uses: get_job, counts, group limits, metrics.
+
+Forgetting finished rows (purge, retention) lives in :mod:`echomq.queue.retention`."""
 
 from __future__ import annotations
 
 from typing import cast
 
-from echomq.errors import InvalidArgument
 from echomq.models import Counts, Job
 from echomq.queue import validate
 from echomq.queue.connection import Connection
@@ -17,19 +18,20 @@ def get_job(conn: Connection, queue: str, job_id: str) -> Job | None:
 
 
 def counts(conn: Connection, queue: str) -> Counts:
-    """Jobs per state; pending includes every group's lane."""
+    """Jobs per state (pending includes every group's lane) and whether it is paused."""
     keys = conn.keys(queue)
     pipe = conn.redis.pipeline(transaction=False)
     for key in (keys.pending, keys.scheduled, keys.active, keys.completed, keys.dead):
         pipe.zcard(key)
     pipe.smembers(keys.groups)
-    pending, scheduled, active, completed, dead, groups = pipe.execute()
+    pipe.hexists(keys.meta, "paused")
+    pending, scheduled, active, completed, dead, groups, paused = pipe.execute()
     if groups:
         pipe = conn.redis.pipeline(transaction=False)
         for group in groups:
             pipe.zcard(keys.lane(group))
         pending += sum(pipe.execute())
-    return Counts(pending, scheduled, active, completed, dead)
+    return Counts(pending, scheduled, active, completed, dead, bool(paused))
 
 
 def set_group_limit(conn: Connection, queue: str, group: str, limit: int) -> None:
@@ -59,23 +61,3 @@ def dead_jobs(conn: Connection, queue: str, limit: int = 100) -> list[str]:
     ``max_attempts`` or a stall at the threshold) is scored by when it died, server clock."""
     validate.positive_int(limit, "limit")
     return [str(i) for i in conn.redis.zrange(conn.keys(queue).dead, 0, limit - 1)]
-
-
-PURGE_BATCH = 1000
-
-
-def purge(conn: Connection, queue: str, state: str = "dead", keep: int = 0) -> int:
-    """Forget finished jobs of ``state`` ("completed" or "dead") beyond the newest
-    ``keep`` (newest by when they finished or died): their rows and set entries leave
-    Redis; a declared stream's archive keeps their history. Returns how many were deleted."""
-    if state not in ("completed", "dead"):
-        raise InvalidArgument(f"state must be 'completed' or 'dead', got {state!r}")
-    validate.non_negative_int(keep, "keep")
-    keys = conn.keys(queue)
-    state_key = keys.completed if state == "completed" else keys.dead
-    total = 0
-    while True:
-        n = int(conn.executor.run("purge", [state_key], [keys.base, keep, PURGE_BATCH]))
-        total += n
-        if n < PURGE_BATCH:
-            return total

@@ -174,9 +174,12 @@ def released(held: Sequence[tuple[str, int]], reply: Any) -> list[EchoMQError | 
     return per_job_errors("release", [job_id for job_id, _ in held], reply)
 
 
-def remove_call(keys: Keys, job_id: str) -> Call:
-    """remove_job-3.lua: delete a pending or scheduled job."""
-    return ("remove_job", [keys.pending, keys.scheduled, keys.job(job_id)], [keys.base, job_id])
+def remove_call(keys: Keys, job_id: str, *, unclaimed_only: bool = False) -> Call:
+    """remove_job-5.lua: delete a job no worker holds (pending, scheduled, completed,
+    dead); ``unclaimed_only`` refuses the finished ones too (a cancel's removal)."""
+    return ("remove_job",
+            [keys.pending, keys.scheduled, keys.completed, keys.dead, keys.job(job_id)],
+            [keys.base, job_id, "1" if unclaimed_only else "0"])
 
 
 def removed(reply: Any, job_id: str) -> None:
@@ -194,3 +197,84 @@ def swept(reply: Any) -> StalledSweep:
     """stalled_check's reply: the ids recovered and the ids dead-lettered."""
     recovered, dead = reply
     return StalledSweep(recovered=list(recovered), dead=list(dead))
+
+
+# -- the operator's transitions: pause, resume, promote, retry_dead ---------------------
+
+
+def pause_call(keys: Keys) -> Call:
+    """pause-1.lua: set the queue's ``paused`` flag; claim hands out nothing while set."""
+    return ("pause", [keys.meta], [keys.base])
+
+
+def resume_call(keys: Keys) -> Call:
+    """resume-1.lua: clear the ``paused`` flag and wake idle Consumers."""
+    return ("resume", [keys.meta], [keys.base])
+
+
+def toggled(reply: Any) -> bool:
+    """pause's or resume's reply: True when the flag changed, False when it already was."""
+    return int(reply) == 1
+
+
+def promote_call(keys: Keys, job_id: str) -> Call:
+    """promote-3.lua: a scheduled job becomes pending now."""
+    return ("promote", [keys.scheduled, keys.pending, keys.job(job_id)], [keys.base, job_id])
+
+
+def promoted(reply: Any, job_id: str) -> None:
+    """promote's reply: return when promoted; raise ``JobGone`` or ``NotScheduled``."""
+    raise_for_code(int(reply), job_id, "promote")
+
+
+RETRY_BATCH = 1000
+"""The most dead jobs one retry_dead call moves (the Python verb loops)."""
+
+
+def retry_dead_call(keys: Keys, job_ids: Sequence[str] | None, count: int) -> Call:
+    """retry_dead-1.lua: the given dead ids (at most ``RETRY_BATCH``), or with
+    ``job_ids=None`` the ``count`` oldest of the dead set, back to pending."""
+    if job_ids is None:
+        return ("retry_dead", [keys.dead], [keys.base, "oldest", count])
+    for job_id in job_ids:
+        keys.job(job_id)  # the gate, before the wire
+    return ("retry_dead", [keys.dead], [keys.base, "ids", len(job_ids), *job_ids])
+
+
+def retried(reply: Any) -> tuple[int, int]:
+    """retry_dead's reply: (how many moved to pending, how many ids the call looked at)."""
+    moved, scanned = reply
+    return int(moved), int(scanned)
+# -- purge (retention) --------------------------------------------------------------
+
+PURGE_BATCH = 1000
+"""Rows one purge call examines at most (the ~1,000-key bound of one Lua call)."""
+
+
+@dataclass(frozen=True)
+class PurgeStep:
+    """One purge call's answer: rows forgotten, candidates passed over (the next call's
+    offset grows by them), whether candidates remain, and how many candidates stay
+    because the archive has not folded them (>0: the purge stops)."""
+
+    forgotten: int
+    passed: int
+    more: bool
+    held: int
+
+
+def purge_call(keys: Keys, state: str, keep: int, older_than_ms: int | None, offset: int,
+               batch: int = PURGE_BATCH) -> Call:
+    """purge-2.lua: forget up to ``batch`` of the oldest finished rows of ``state``
+    ("completed" or "dead") beyond the newest ``keep`` and finished before ``older_than_ms``
+    ago (None: any age), skipping the first ``offset`` candidates; on a declared queue
+    only rows whose outcome the archive has folded."""
+    state_key = keys.completed if state == "completed" else keys.dead
+    age = -1 if older_than_ms is None else older_than_ms
+    return ("purge", [state_key, keys.meta], [keys.base, keep, batch, age, offset])
+
+
+def purged(reply: Any) -> PurgeStep:
+    """purge's reply ``{forgotten, passed, more, held}``."""
+    forgotten, passed, more, held = (int(x) for x in reply)
+    return PurgeStep(forgotten, passed, more == 1, held)

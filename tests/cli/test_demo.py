@@ -18,6 +18,9 @@ def test_the_demo_runs_end_to_end_and_stops_its_private_server(tmp_path: Path) -
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "restored floor holds 23 entries" in done.stdout
+    # retention forgets only what the archive holds: nothing before the fold, all after
+    assert "retention before any fold: forgot 0 rows, kept 23 for the archive" in done.stdout
+    assert "retention after the fold: forgot 23 rows, kept 0" in done.stdout
     found = re.search(r"valkey: redis://127\.0\.0\.1:(\d+)/0", done.stdout)
     assert found, done.stdout
     with socket.socket() as probe:  # the demo's server is gone with the demo

@@ -174,7 +174,7 @@ def test_at_the_default_threshold_the_first_stall_dead_letters(
     assert lease_of(conn, queue, held.id) is None
     assert echomq.metrics(conn, queue)["failed"] == 1
     assert echomq.counts(conn, queue).as_dict() == {
-        "pending": 1, "scheduled": 0, "active": 0, "completed": 0, "dead": 1,
+        "pending": 1, "scheduled": 0, "active": 0, "completed": 0, "dead": 1, "paused": False,
     }
     assert job(conn, queue, other).state == "pending"
 
@@ -201,7 +201,7 @@ def test_below_the_threshold_a_stall_recovers_and_the_count_decides(
     assert echomq.metrics(conn, queue)["failed"] == 1
     assert echomq.dead_jobs(conn, queue) == [job_id] and lease_of(conn, queue, job_id) is None
     assert echomq.counts(conn, queue).as_dict() == {  # in the dead set and nowhere else
-        "pending": 1, "scheduled": 0, "active": 0, "completed": 0, "dead": 1,
+        "pending": 1, "scheduled": 0, "active": 0, "completed": 0, "dead": 1, "paused": False,
     }
     assert [j.id for j in echomq.claim(conn, queue, lease_ms=LONG, count=5)] == [later]
 

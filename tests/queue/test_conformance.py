@@ -21,6 +21,7 @@ import echomq
 from echomq.jobs.settle import Settlement
 from echomq.models import ClaimedJob
 from echomq.queue import registry, transitions
+from echomq.queue.retention import purge_counted
 from tests.support.keyspace import dump, epochs, normalise
 from tests.support.servers import run_id
 from tests.support.waits import wait_lapsed
@@ -118,7 +119,6 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     # remove_job in every state
     s("remove scheduled", lambda: echomq.remove_job(conn, q, delayed))
     s("remove active", lambda: echomq.remove_job(conn, q, rest[0].id))
-    s("remove completed", lambda: echomq.remove_job(conn, q, first.id))
     s("remove dead", lambda: echomq.remove_job(conn, q, once.id))
     s("remove gone", lambda: echomq.remove_job(conn, q, "nosuch"))
     s("remove retrying", lambda: echomq.remove_job(conn, q, third.id))
@@ -172,6 +172,7 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
              Settlement(keep.id, keep.token, "completed", '"again"')],
         ),
     )
+    s("remove completed", lambda: echomq.remove_job(conn, q, keep.id))
     # a deterministic failure: dead at once although tries remain
     spare = next(j for j in rest[2:] if j.id != once.id)
     s("fail dead at once",
@@ -179,8 +180,41 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     # groups and operator verbs
     s("add grouped", lambda: echomq.add(conn, q, {"g": 1}, group="g1"))
     s("set_group_limit", lambda: echomq.set_group_limit(conn, q, "g1", 2))
+    # the operator plane: pause, resume, promote, retry_dead, list_jobs
+    s("pause", lambda: echomq.pause(conn, q))
+    s("pause again", lambda: echomq.pause(conn, q))
+    s("is_paused", lambda: echomq.is_paused(conn, q))
+    s("claim paused", lambda: echomq.claim(conn, q, lease_ms=LONG, count=5))
+    s("counts paused", lambda: echomq.counts(conn, q).as_dict())
+    s("resume", lambda: echomq.resume(conn, q))
+    s("resume again", lambda: echomq.resume(conn, q))
+    s("add to promote", lambda: echomq.add(conn, q, {"n": "later"}, job_id="later",
+                                           delay_ms=LONG, priority=3))
+    s("promote", lambda: echomq.promote(conn, q, "later"))
+    s("promote pending", lambda: echomq.promote(conn, q, "later"))
+    s("promote gone", lambda: echomq.promote(conn, q, "nosuch"))
+    s("retry_dead ids", lambda: echomq.retry_dead(conn, q, [spare.id, "nosuch", first.id]))
+    s("retry_dead all", lambda: echomq.retry_dead(conn, q, limit=1))
+    s("retry_dead none", lambda: echomq.retry_dead(conn, q))
+    s("list pending", lambda: echomq.list_jobs(conn, q, "pending", count=3))
+    s("list completed oldest", lambda: echomq.list_jobs(conn, q, "completed",
+                                                        newest_first=False))
     s("purge completed keep 1", lambda: echomq.purge(conn, q, "completed", keep=1))
     s("purge dead", lambda: echomq.purge(conn, q, "dead"))
+    # retention on a declared queue: nothing unfolded goes, by purge or by complete's keep
+    s("declare", lambda: echomq.archive.declare(conn, q))
+    s("add retained", lambda: echomq.add_many(conn, q, [1, 2], job_ids=["r1", "r2"]))
+    kept: list[ClaimedJob] = s("claim retained", lambda: [
+        j for j in echomq.claim(conn, q, lease_ms=LONG, count=20) if j.id in ("r1", "r2")])
+    s("complete retained", lambda: [echomq.complete(conn, q, j.id, j.token, "k") for j in kept])
+    s("purge unfolded", lambda: purge_counted(conn, q, "completed"))
+    r1 = echomq.get_job(conn, q, "r1")
+    s("fold mark r1", lambda: conn.redis.hset(conn.keys(q).meta, "folded", r1 and r1.entry or ""))
+    s("purge folded", lambda: purge_counted(conn, q, "completed", older_than_ms=0))
+    s("add r3", lambda: echomq.add(conn, q, 3, job_id="r3"))
+    [r3] = s("claim r3", lambda: [
+        j for j in echomq.claim(conn, q, lease_ms=LONG, count=20) if j.id == "r3"])
+    s("complete keep 0 unfolded", lambda: echomq.complete(conn, q, r3.id, r3.token, "k", keep=0))
     s("get_job", lambda: echomq.get_job(conn, q, short.id))
     s("counts", lambda: echomq.counts(conn, q))
     s("metrics", lambda: echomq.metrics(conn, q))
@@ -218,12 +252,25 @@ def test_the_scenario_runs_every_transition(records: tuple[Record, Record]) -> N
 def test_the_scenario_exercises_every_reply(records: tuple[Record, Record]) -> None:
     scripts, _ = records
     raised = {outcome[1] for _, outcome, _ in scripts.steps if outcome[0] == "raised"}
-    assert raised == {"JobGone", "StaleToken", "NotActive", "NotRemovable", "InvalidArgument"}
+    assert raised == {"JobGone", "StaleToken", "NotActive", "NotRemovable", "InvalidArgument",
+                      "NotScheduled"}
     outcomes = dict((label, outcome) for label, outcome, _ in scripts.steps)
     assert outcomes["fail retrying"] == ("ok", "retrying")
     assert outcomes["fail dead"] == ("ok", "dead")
     assert outcomes["fail dead at once"] == ("ok", "dead")
     assert outcomes["idempotent add"] == ("ok", "fixed")
+    assert outcomes["remove completed"] == outcomes["remove dead"] == ("ok", None)
+    assert outcomes["remove active"][1] == "NotRemovable"
+    assert [outcomes[k] for k in ("pause", "pause again", "is_paused", "claim paused")] == [
+        ("ok", True), ("ok", False), ("ok", True), ("ok", [])]
+    assert outcomes["counts paused"][1]["paused"] is True
+    assert [outcomes["resume"], outcomes["resume again"]] == [("ok", True), ("ok", False)]
+    assert outcomes["promote"] == ("ok", None)
+    assert outcomes["promote pending"][1] == "NotScheduled"
+    assert outcomes["promote gone"][1] == "JobGone"
+    assert [outcomes[f"retry_dead {k}"] for k in ("ids", "all", "none")] == [
+        ("ok", 1), ("ok", 1), ("ok", 0)]
+    assert len(outcomes["list pending"][1]) == 3
     assert outcomes["complete_many"][1][0] is None
     assert [e[0] for e in outcomes["complete_many"][1][1:]] == [
         "StaleToken", "JobGone", "NotActive",
@@ -239,6 +286,11 @@ def test_the_scenario_exercises_every_reply(records: tuple[Record, Record]) -> N
     assert outcomes["complete_many twice"][1][1][0] == "NotActive"
     assert len(recovered.recovered) == 1 and recovered.dead == []
     assert dead.recovered == [] and dead.dead == recovered.recovered
+    # the one completed row left from before the declaration goes; r1 and r2 wait
+    assert outcomes["purge unfolded"] == ("ok", echomq.Purged("completed", 1, 2))
+    assert outcomes["purge folded"] == ("ok", echomq.Purged("completed", 1, 1))
+    completed = [n for n in scripts.steps[-4][2] if n.startswith("job:r")]
+    assert completed == ["job:r2", "job:r3"]
 
 
 def test_both_executors_give_the_same_replies(records: tuple[Record, Record]) -> None:

@@ -76,7 +76,7 @@ def as_redis_py_raises(message: str) -> redis.ResponseError:
 def test_the_scan_finds_what_the_scripts_answer() -> None:
     codes = returned_codes()
     assert {-1, -2, -3, -4} <= set(codes)
-    assert "fold_trim-3.lua" in codes[-3] and "remove_job-3.lua" in codes[-4]
+    assert "fold_trim-3.lua" in codes[-3] and "remove_job-5.lua" in codes[-4]
     messages = error_messages()
     assert "EMQSTALE extend token mismatch" in messages
     assert "EMQSTATE stalled lane not native" in messages
@@ -185,8 +185,8 @@ def test_a_real_error_reply_arrives_as_its_reason(conn: echomq.Connection, queue
 def test_the_registry_refuses_a_call_with_the_wrong_key_count(
         conn: echomq.Connection, queue: str) -> None:
     keys = Keys(queue)
-    with pytest.raises(echomq.InvalidKey, match="purge takes 1 keys, got 2"):
-        conn.executor.run("purge", [keys.dead, keys.completed], [keys.base, 0, 10])
+    with pytest.raises(echomq.InvalidKey, match="purge takes 2 keys, got 1"):
+        conn.executor.run("purge", [keys.dead], [keys.base, 0, 10, -1, 0])
     with pytest.raises(echomq.InvalidKey, match="claim takes 3 keys, got 1"):
         conn.executor.run_many([("claim", [keys.pending], [keys.base, 1000, 1])])
     assert echomq.counts(conn, queue).as_dict()["dead"] == 0

@@ -45,7 +45,7 @@ def test_completes_every_job_once_and_records_it(conn, queue, start):
     start(lambda job: job.payload["n"] * 2, concurrency=4, record=True)
     wait_until(lambda: echomq.counts(conn, queue).completed == 300)
     assert echomq.counts(conn, queue).as_dict() == {
-        "pending": 0, "scheduled": 0, "active": 0, "completed": 300, "dead": 0}
+        "pending": 0, "scheduled": 0, "active": 0, "completed": 300, "dead": 0, "paused": False}
     entries = stream_entries(conn, queue)
     assert sorted(e["job"] for e in entries) == sorted(ids)
     assert {e["outcome"] for e in entries} == {"completed"}

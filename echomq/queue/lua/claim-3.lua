@@ -4,6 +4,7 @@
   Returns: a flat list: the lease deadline (ms, server clock), then 3 entries per job:
     id, token (the new attempts), payload
   Ungrouped jobs and the ring's groups take turns; groups take turns in the ring.
+  A paused queue (meta field `paused`, pause-1.lua) promotes due jobs, then answers {}.
   Native (functions): the row's lease_epoch is stamped with the server run id. ]]
 local p = ARGV[1]
 local lease = tonumber(ARGV[2])
@@ -21,6 +22,10 @@ for _, id in ipairs(due) do
     emq_make_pending(p, id, emq_score(row[1], row[2]), row[3])
   end
 end
+
+-- a paused queue hands out nothing (due jobs above are still promoted, so a
+-- Consumer's idle wait never spins on an overdue scheduled job)
+if redis.call('HEXISTS', p .. 'meta', 'paused') == 1 then return {} end
 
 -- 2. choose the ids: one ZPOPMIN for the lot when no group is runnable,
 -- else ungrouped jobs and the ring's groups take turns

@@ -6,7 +6,9 @@
           such as a result that cannot be stored; optional, default retry)
   Returns: 1 retrying (scheduled)   2 dead
     -1 no such row   -2 stale token   -3 not in active
-  Tries are claims less hand-backs (a graceful shutdown's give-back is not a try).
+  Tries are claims less hand-backs (a graceful shutdown's give-back is not a try),
+  counted from the row's tries_base (set by retry_dead-1.lua: a retried dead job
+  starts its tries afresh while its attempts, the token, only ever goes up).
   The delay is base * 2^(tries - 1), capped. A dead-letter is appended to the
   outcome stream when it is declared. Metrics: metrics:finished counts 'failed' (a retry)
   or 'dead'; metrics:run / metrics:wait get the attempt's times (see _lib.lua). ]]
@@ -14,14 +16,14 @@ local p = ARGV[1]
 local id = ARGV[2]
 local jk = p .. 'job:' .. id
 local row = redis.call('HMGET', jk, 'attempts', 'max_attempts', 'released', 'group', 'created_at',
-  'claimed_at')
+  'claimed_at', 'tries_base')
 if not row[1] then return -1 end
 if row[1] ~= ARGV[3] then return -2 end
 if not redis.call('ZSCORE', KEYS[1], id) then return -3 end
 local now = emq_now()
 redis.call('ZREM', KEYS[1], id)
 if row[4] then emq_release_slot(p, row[4]) end
-local tries = tonumber(row[1]) - tonumber(row[3] or '0')
+local tries = tonumber(row[1]) - tonumber(row[3] or '0') - tonumber(row[7] or '0')
 local run, wait = {}, {}
 emq_observe(run, wait, now, row[5], row[6])
 emq_observe_flush(p, run, wait)

@@ -1,0 +1,10 @@
+--[[ resume: let a paused queue hand out jobs again.
+  KEYS[1] meta
+  ARGV[1] queue base
+  Returns: 1 resumed now   0 was not paused (nothing published)
+  Publishes {"event":"resumed"}, then {"event":"added"}: the wakeup idle Consumers
+  already listen for, so they claim at once instead of at their next poll. ]]
+if redis.call('HDEL', KEYS[1], 'paused') == 0 then return 0 end
+redis.call('PUBLISH', ARGV[1] .. 'events', '{"event":"resumed"}')
+redis.call('PUBLISH', ARGV[1] .. 'events', '{"event":"added"}')
+return 1
