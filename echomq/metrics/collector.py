@@ -97,6 +97,9 @@ def _families(samples: list[QueueSample], now: int, floor: Floor | None) -> Iter
     past_due = GaugeMetricFamily(
         "echomq_active_leases_past_due", "Active jobs whose lease has lapsed.",
         labels=["queue"])
+    paused = GaugeMetricFamily(
+        "echomq_queue_paused", "1 while the queue is paused (claims hand out nothing).",
+        labels=["queue"])
     lag_entries = GaugeMetricFamily(
         "echomq_archive_lag_entries", "Entries in the outcome stream not yet trimmed into "
         "the archive.", labels=["queue"])
@@ -122,6 +125,7 @@ def _families(samples: list[QueueSample], now: int, floor: Floor | None) -> Iter
             stalls.add_metric([s.queue, result], s.stalls.get(result, 0))
         oldest.add_metric(q, _age(now, s.oldest_created))
         past_due.add_metric(q, s.past_due)
+        paused.add_metric(q, int(s.paused))
         if s.declared:
             lag_entries.add_metric(q, s.stream_length)
             lag_seconds.add_metric(q, _age(now, s.oldest_unfolded))
@@ -130,7 +134,7 @@ def _families(samples: list[QueueSample], now: int, floor: Floor | None) -> Iter
             fold.add_metric(q, last[0])
         run.add_metric(q, *_buckets(s.run))
         wait.add_metric(q, *_buckets(s.wait))
-    yield from (jobs, finished, stalls, oldest, past_due, lag_entries, lag_seconds, fold,
+    yield from (jobs, finished, stalls, oldest, past_due, paused, lag_entries, lag_seconds, fold,
                 run, wait)
 
 

@@ -35,6 +35,7 @@ class QueueSample:
     run: dict[str, int] = field(default_factory=dict)
     wait: dict[str, int] = field(default_factory=dict)
     past_due: int = 0
+    paused: bool = False
     oldest_created: int | None = None
     declared: bool = False
     stream_length: int = 0
@@ -65,6 +66,7 @@ def sample(conn: Connection, queues: Iterable[str], declared: set[str],
         for name in ("finished", "stalls", "run", "wait"):
             pipe.hgetall(k.metric(name))
         pipe.zcount(k.active, "-inf", now)
+        pipe.hexists(k.meta, "paused")
         pipe.zrange(k.pending, 0, 0, withscores=True)
         if s.declared:
             pipe.xlen(k.completions)
@@ -79,6 +81,7 @@ def sample(conn: Connection, queues: Iterable[str], declared: set[str],
         lanes[s.queue] = sorted(str(g) for g in next(replies) or ())
         s.finished, s.stalls, s.run, s.wait = (_ints(next(replies)) for _ in range(4))
         s.past_due = int(next(replies))
+        s.paused = bool(next(replies))
         head = next(replies)
         heads[s.queue] = [str(head[0][0])] if head else []
         if head:

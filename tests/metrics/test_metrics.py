@@ -153,6 +153,15 @@ def test_the_oldest_pending_age_looks_past_the_first_priority_band(
     assert age is not None and age >= 0.3
 
 
+def test_a_paused_queue_says_so(conn: Connection, queue: str) -> None:
+    echomq.add(conn, queue, {"do": "ok"})
+    assert value(scrape(conn), "echomq_queue_paused", queue=queue) == 0
+    echomq.pause(conn, queue)
+    assert value(scrape(conn), "echomq_queue_paused", queue=queue) == 1
+    echomq.resume(conn, queue)
+    assert value(scrape(conn), "echomq_queue_paused", queue=queue) == 0
+
+
 def test_an_undeclared_queue_is_found_and_has_no_archive_lag(conn: Connection,
                                                             queue: str) -> None:
     echomq.add(conn, queue, {"do": "ok"})
