@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -125,3 +126,13 @@ def test_emq_metrics_refuses_a_folder_without_a_floor(server_url: str, tmp_path:
     assert out.exit_code != 0
     assert "no floor at" in out.output
     assert not (tmp_path / "nothing").exists()  # refused, not created
+
+
+def test_emq_metrics_refuses_a_port_that_is_taken(server_url: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = CliRunner().invoke(main, ["--url", server_url, "metrics", "--port", str(port)])
+    assert out.exit_code != 0
+    assert f"cannot listen on 127.0.0.1:{port}" in out.output
