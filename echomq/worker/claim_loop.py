@@ -65,7 +65,7 @@ class ClaimLoop:
                     with traced.claim(self.keys.queue) as span:
                         flat = self.conn.executor.run(*call)
                         span.set_attribute("messaging.batch.message_count",
-                                           len(flat) // 3 if flat else 0)
+                                           (len(flat) - 1) // 3 if flat else 0)
             except (ConnectionFailed, redis.RedisError) as exc:
                 failures += 1
                 delay = min(5.0, 0.1 * 2**failures)
