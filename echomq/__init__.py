@@ -13,6 +13,7 @@ from echomq.errors import (
     ConnectionFailed,
     ConsumerCrashed,
     EchoMQError,
+    HistoryNotArchived,
     InvalidArgument,
     InvalidKey,
     JobGone,
@@ -23,11 +24,14 @@ from echomq.errors import (
     NotCancellable,
     NotRemovable,
     NotScheduled,
+    QueueBusy,
     RemoteUnavailable,
     StaleToken,
     StreamUnavailable,
+    WaitTimeout,
 )
 from echomq.jobs.lease import extend_lock, reap
+from echomq.jobs.progress import report_progress
 from echomq.jobs.settle import complete, complete_many, fail, release_many, remove_job
 from echomq.jobs.stalled import stalled_check
 from echomq.models import (
@@ -41,11 +45,13 @@ from echomq.models import (
     StalledSweep,
 )
 from echomq.queue.admin import counts, dead_jobs, get_job, metrics, set_group_limit
+from echomq.queue.bulk import drain, obliterate
 from echomq.queue.claim import claim
 from echomq.queue.connection import Connection, connect
 from echomq.queue.control import is_paused, pause, promote, resume, retry_dead
 from echomq.queue.enqueue import add, add_many
-from echomq.queue.events import publish
+from echomq.queue.events import Event, EventKind, publish
+from echomq.queue.listen import EventStream, events
 from echomq.queue.listing import list_jobs
 from echomq.queue.retention import (
     RetentionReport,
@@ -54,6 +60,7 @@ from echomq.queue.retention import (
     retention,
     set_retention,
 )
+from echomq.queue.wait import wait
 from echomq.worker.consumer import Consumer
 
 if TYPE_CHECKING:
@@ -86,6 +93,10 @@ __all__ = [
     "ConsumerCrashed",
     "Counts",
     "EchoMQError",
+    "Event",
+    "EventKind",
+    "EventStream",
+    "HistoryNotArchived",
     "InvalidArgument",
     "InvalidKey",
     "Job",
@@ -99,12 +110,14 @@ __all__ = [
     "NotRemovable",
     "NotScheduled",
     "Purged",
+    "QueueBusy",
     "RemoteUnavailable",
     "Retention",
     "RetentionReport",
     "StaleToken",
     "StalledSweep",
     "StreamUnavailable",
+    "WaitTimeout",
     "add",
     "add_many",
     "apply_retention",
@@ -116,12 +129,15 @@ __all__ = [
     "connect",
     "counts",
     "dead_jobs",
+    "drain",
+    "events",
     "extend_lock",
     "fail",
     "get_job",
     "is_paused",
     "list_jobs",
     "metrics",
+    "obliterate",
     "pause",
     "promote",
     "publish",
@@ -129,11 +145,13 @@ __all__ = [
     "reap",
     "release_many",
     "remove_job",
+    "report_progress",
     "resume",
-    "retry_dead",
     "retention",
+    "retry_dead",
     "set_group_limit",
     "set_retention",
     "stalled_check",
     "tracing",
+    "wait",
 ]

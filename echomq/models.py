@@ -54,6 +54,8 @@ class Job:
     """The outcome stream entry that recorded how it finished (recording queues only)."""
     retried: int
     """How many times ``retry_dead`` brought it back from the dead set."""
+    progress: Any
+    """The last value its handler gave ``job.progress`` (decoded JSON; None if never)."""
     raw: dict[str, str] = field(repr=False, compare=False)
 
     @classmethod
@@ -63,6 +65,7 @@ class Job:
             return int(value) if value not in (None, "") else None
 
         payload_text = row.get("payload")
+        progress_text = row.get("progress")
         return cls(
             id=job_id,
             state=JobState(row["state"]) if "state" in row else JobState.DEAD,
@@ -81,6 +84,7 @@ class Job:
             finished_at=num("finished_at"),
             entry=row.get("entry"),
             retried=num("retried") or 0,
+            progress=json.loads(progress_text) if progress_text is not None else None,
             raw=dict(row),
         )
 

@@ -36,6 +36,8 @@ COMMANDS = {
     "reap": "echomq.cli.queue:reap",
     "dead": "echomq.cli.queue:dead",
     "purge": "echomq.cli.queue:purge",
+    "drain": "echomq.cli.bulk:drain",
+    "obliterate": "echomq.cli.bulk:obliterate",
     "status": "echomq.cli.queue:status",
     "pause": "echomq.cli.control:pause",
     "resume": "echomq.cli.control:resume",
@@ -49,6 +51,8 @@ COMMANDS = {
     "archive": "echomq.cli.archive:archive",
     "demo": "echomq.cli.demo:demo",
     "metrics": "echomq.cli.metrics:metrics",
+    "wait": "echomq.cli.watch:wait",
+    "events": "echomq.cli.watch:events",
 }
 """Every ``emq`` command: its name and where it lives (``module:attribute``)."""
 

@@ -22,6 +22,9 @@ PREFIX = "emq"
 # control character (C0, DEL and the C1 range).
 _FORBIDDEN = re.compile(r"[{}:\s\x00-\x1f\x7f-\x9f]")
 
+# what SCAN's MATCH reads as a pattern rather than as itself
+_GLOB = re.compile(r"[*?\[\]\\]")
+
 MAX_PREFIX_LENGTH = 64
 # Letters, digits and ``_.-``, in ``:``-separated parts: no brace (the hash tag), no
 # empty part, nothing a glob or a log would misread.
@@ -89,6 +92,12 @@ class Keys:
         """``<prefix>:{q}:``: what the Lua scripts extend for rows, metrics and lanes."""
         return f"{self.prefix}:{{{self.queue}}}:"
 
+    @cached_property
+    def pattern(self) -> str:
+        """A SCAN ``MATCH`` pattern for every key of this queue and of no other: the base
+        with the glob characters a name may hold (``*?[]\\``) escaped, then ``*``."""
+        return _GLOB.sub(r"\\\g<0>", self.base) + "*"
+
     def job(self, job_id: str) -> str:
         return self.base + "job:" + check_name(job_id, "job id")
 
@@ -124,6 +133,18 @@ class Keys:
     @cached_property
     def events(self) -> str:
         return self._key("events")
+
+    @cached_property
+    def job_events(self) -> str:
+        """The channel of per-job news (progress, settles) that ``wait`` and ``events``
+        hear; Consumers never subscribe to it, so a busy queue's news never wakes them."""
+        return self._key("job-events")
+
+    @cached_property
+    def listeners(self) -> str:
+        """The listener mark: present (with a TTL its listeners renew) while someone
+        waits or watches, so settles publish their news only then."""
+        return self._key("listeners")
 
     @cached_property
     def completions(self) -> str:

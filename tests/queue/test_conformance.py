@@ -10,6 +10,7 @@ scripts executor never writes it.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -18,9 +19,11 @@ from typing import Any
 import pytest
 
 import echomq
+from echomq.archive import declare
 from echomq.jobs.settle import Settlement
 from echomq.models import ClaimedJob
 from echomq.queue import registry, transitions
+from echomq.queue.listen import mark_listening
 from echomq.queue.retention import purge_counted
 from tests.support.keyspace import dump, epochs, normalise
 from tests.support.servers import run_id
@@ -38,17 +41,51 @@ class Record:
     queue: str
     steps: list[tuple[str, Any, dict[str, Any]]] = field(default_factory=list)
     raw: list[dict[str, Any]] = field(default_factory=list)
+    news: dict[str, list[str]] = field(default_factory=dict)
+    """Per step, what it published on the job-events channel (heard without the mark)."""
+    listening: bool = False
+    named: dict[str, str] = field(default_factory=dict)
+    """Ids the scenario picked, by role (for the assertions on the news)."""
+    _pubsub: Any = None
+
+    def listen(self) -> None:
+        """From now on the listener mark is set (renewed before every step)."""
+        self.listening = True
+
+    def _heard(self) -> list[str]:
+        """Every message published since the last step: a marker published after the step
+        arrives after them (one server, one subscriber connection, in order)."""
+        channel = self.conn.keys(self.queue).job_events
+        if self._pubsub is None:
+            self._pubsub = self.conn.redis.pubsub(ignore_subscribe_messages=True)
+            self._pubsub.subscribe(channel)
+            while self._pubsub.get_message(timeout=1.0) is None and not self._pubsub.subscribed:
+                pass
+        self.conn.redis.publish(channel, "<marker>")
+        out = []
+        while True:
+            message = self._pubsub.get_message(timeout=5.0)
+            assert message is not None, "the marker never arrived"
+            if message["data"] == "<marker>":
+                return out
+            out.append(message["data"])
 
     def step(self, label: str, action: Callable[[], Any]) -> Any:
+        if self._pubsub is None:
+            self._heard()
+        if self.listening:
+            mark_listening(self.conn, self.queue)
         try:
             reply = action()
             outcome: Any = ("ok", shape(reply))
         except echomq.EchoMQError as exc:
             reply = None
-            outcome = ("raised", type(exc).__name__, str(exc))
+            # a queue-wide refusal names the queue; the two runs use two names
+            outcome = ("raised", type(exc).__name__, str(exc).replace(self.queue, "<q>"))
         snapshot = dump(self.conn.redis, self.queue)
         self.raw.append(snapshot)
         self.steps.append((label, outcome, normalise(snapshot)))
+        self.news[label] = self._heard()
         return reply
 
 
@@ -80,14 +117,14 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     s("add_many", lambda: echomq.add_many(conn, q, [{"m": 1}, {"m": 2}, {"m": 3}]))
     s("add_many ids", lambda: echomq.add_many(conn, q, [1, 2], job_ids=["m1", "m2"], priority=2))
     s("add one try", lambda: echomq.add(conn, q, {"n": "once"}, job_id="once", max_attempts=1))
-    s("add traced", lambda: transitions.added(conn.executor.run(*transitions.add_call(
-        conn.keys(q), [0, 0, 3, "", ""], [("traced", '{"n": "t"}')], TRACEPARENT))))
 
     # claim, complete, complete_many with per-job errors
     held: list[ClaimedJob] = s("claim 3", lambda: echomq.claim(conn, q, lease_ms=LONG, count=3))
     first, second, third = held
     assert first.id == a
     s("complete", lambda: echomq.complete(conn, q, first.id, first.token, {"ok": 1}))
+    rec.listen()  # settles publish their news from here on
+    rec.named.update(second=second.id)
     s(
         "complete_many",
         lambda: echomq.complete_many(
@@ -127,6 +164,7 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
 
     # release_many with per-job errors
     keep, back = rest[0], rest[1]
+    rec.named.update(keep=keep.id)
     s(
         "release_many",
         lambda: echomq.release_many(
@@ -142,6 +180,12 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     s("extend gone", lambda: echomq.extend_lock(conn, q, "nosuch", 1, LONG))
     s("extend stale", lambda: echomq.extend_lock(conn, q, keep.id, keep.token + 1, LONG))
     s("extend not active", lambda: echomq.extend_lock(conn, q, first.id, first.token, LONG))
+    # progress: stored and published, fenced as extend is; a value that is no JSON refused
+    s("progress ok", lambda: echomq.report_progress(conn, q, keep.id, keep.token, {"pct": 50}))
+    s("progress gone", lambda: echomq.report_progress(conn, q, "nosuch", 1, 1))
+    s("progress stale", lambda: echomq.report_progress(conn, q, keep.id, keep.token + 1, 2))
+    s("progress not active", lambda: echomq.report_progress(conn, q, first.id, first.token, 3))
+    s("progress not json", lambda: echomq.report_progress(conn, q, keep.id, keep.token, {1j}))
     # out of range: one bound, refused before the wire by both (nothing changes)
     s("extend too long", lambda: echomq.extend_lock(conn, q, keep.id, keep.token, 10**16))
     s("claim too long", lambda: echomq.claim(conn, q, lease_ms=10**16))
@@ -161,6 +205,7 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     [short] = s("claim short 3", lambda: echomq.claim(conn, q, lease_ms=SHORT))
     wait_lapsed(conn.redis, q, short.id)
     s("stalled dead", lambda: echomq.stalled_check(conn, q))
+    rec.named.update(stalled=short.id)
     s("stalled nothing", lambda: echomq.stalled_check(conn, q))
     # one job twice in one batch: settled once, the second answers not active
     s(
@@ -218,7 +263,33 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     s("get_job", lambda: echomq.get_job(conn, q, short.id))
     s("counts", lambda: echomq.counts(conn, q))
     s("metrics", lambda: echomq.metrics(conn, q))
+    bulk_steps(conn, q, s)
+    # an add carrying a trace context (what echomq.tracing stores on the row)
+    s("add traced", lambda: transitions.added(conn.executor.run(*transitions.add_call(
+        conn.keys(q), [0, 0, 3, "", ""], [("traced", '{"n": "t"}')], TRACEPARENT))))
+    s("get traced", lambda: echomq.get_job(conn, q, "traced"))
     return rec
+
+
+def bulk_steps(conn: echomq.Connection, q: str, s: Callable[[str, Callable[[], Any]], Any]
+               ) -> None:
+    """drain and obliterate, each refusal included, down to an empty keyspace."""
+    s("add to drain", lambda: [echomq.add(conn, q, {"d": 1}, delay_ms=LONG),
+                               echomq.add(conn, q, {"d": 2})])
+    s("counts before drain", lambda: echomq.counts(conn, q).as_dict())
+    s("drain keep scheduled", lambda: echomq.drain(conn, q, scheduled=False))
+    s("drain", lambda: echomq.drain(conn, q))
+    s("obliterate busy", lambda: echomq.obliterate(conn, q))
+    declare(conn, q)
+
+    def settle_active() -> list[Any]:
+        ids = sorted(conn.redis.zrange(conn.keys(q).active, 0, -1))
+        jobs = [echomq.get_job(conn, q, job_id) for job_id in ids]
+        return [echomq.complete(conn, q, j.id, j.attempts) for j in jobs if j is not None]
+
+    s("settle the rest, recorded", settle_active)
+    s("obliterate unarchived", lambda: echomq.obliterate(conn, q))
+    s("obliterate force", lambda: echomq.obliterate(conn, q, force=True))
 
 
 CALLED: set[str] = set()
@@ -242,6 +313,7 @@ def records(server_url: str) -> Iterator[tuple[Record, Record]]:
         out.append(scenario(conn, f"conf-{name}-{tag}"))
     yield out[0], out[1]
     for rec in out:
+        rec._pubsub.close()
         rec.conn.close()
 
 
@@ -253,7 +325,7 @@ def test_the_scenario_exercises_every_reply(records: tuple[Record, Record]) -> N
     scripts, _ = records
     raised = {outcome[1] for _, outcome, _ in scripts.steps if outcome[0] == "raised"}
     assert raised == {"JobGone", "StaleToken", "NotActive", "NotRemovable", "InvalidArgument",
-                      "NotScheduled"}
+                      "NotScheduled", "QueueBusy", "HistoryNotArchived"}
     outcomes = dict((label, outcome) for label, outcome, _ in scripts.steps)
     assert outcomes["fail retrying"] == ("ok", "retrying")
     assert outcomes["fail dead"] == ("ok", "dead")
@@ -289,8 +361,19 @@ def test_the_scenario_exercises_every_reply(records: tuple[Record, Record]) -> N
     # the one completed row left from before the declaration goes; r1 and r2 wait
     assert outcomes["purge unfolded"] == ("ok", echomq.Purged("completed", 1, 2))
     assert outcomes["purge folded"] == ("ok", echomq.Purged("completed", 1, 1))
-    completed = [n for n in scripts.steps[-4][2] if n.startswith("job:r")]
+    after_keep = next(keyspace for name, _, keyspace in scripts.steps
+                      if name == "complete keep 0 unfolded")
+    completed = [n for n in after_keep if n.startswith("job:r")]
     assert completed == ["job:r2", "job:r3"]
+    before = outcomes["counts before drain"][1]
+    assert before["pending"] >= 2 and before["scheduled"] >= 1 and before["active"] >= 1
+    assert outcomes["drain keep scheduled"] == ("ok", before["pending"])
+    assert outcomes["drain"] == ("ok", before["scheduled"])
+    assert f"{before['active']} jobs are active" in outcomes["obliterate busy"][2]
+    settled = outcomes["settle the rest, recorded"][1]
+    assert settled == [None] * before["active"]
+    assert f"holds {before['active']} entries" in outcomes["obliterate unarchived"][2]
+    assert outcomes["obliterate force"][0] == "ok"
 
 
 def test_both_executors_give_the_same_replies(records: tuple[Record, Record]) -> None:
@@ -300,6 +383,33 @@ def test_both_executors_give_the_same_replies(records: tuple[Record, Record]) ->
         assert got == want, label
 
 
+def test_both_executors_publish_the_same_news(records: tuple[Record, Record]) -> None:
+    scripts, functions = records
+    assert scripts.news == functions.news
+
+
+def test_settles_publish_only_while_someone_listens(records: tuple[Record, Record]) -> None:
+    scripts, _ = records
+    news = {label: [json.loads(m) for m in heard] for label, heard in scripts.news.items()}
+    # before the mark: the settles and the adds publish nothing on the job channel
+    assert news["complete"] == [] and news["add"] == [] and news["claim 3"] == []
+    completed = news["complete_many"]
+    assert completed == [{"event": "completed", "job": scripts.named["second"]}]
+    keep = scripts.named["keep"]
+    assert news["complete_many twice"] == [{"event": "cancelled", "job": keep}]
+    assert [m["event"] for m in news["fail retrying"]] == ["failed"]
+    assert news["fail retrying"][0]["reason"] == "boom"
+    assert [m["event"] for m in news["fail dead"]] == ["dead"]
+    assert news["fail dead"][0]["job"] == "once"
+    assert news["stalled dead"] == [
+        {"event": "dead", "job": scripts.named["stalled"], "reason": "stalled"}]
+    assert news["stalled recover"] == []
+    assert news["progress ok"] == [{"event": "progress", "job": keep, "value": {"pct": 50}}]
+    for refused in ("progress gone", "progress stale", "progress not active",
+                    "progress not json", "complete stale", "fail stale", "reap"):
+        assert news[refused] == [], refused
+
+
 def test_both_executors_leave_the_same_keyspace(records: tuple[Record, Record]) -> None:
     scripts, functions = records
     for (label, _, want), (_, _, got) in zip(scripts.steps, functions.steps, strict=True):
@@ -307,8 +417,9 @@ def test_both_executors_leave_the_same_keyspace(records: tuple[Record, Record]) 
     before_purge = next(snap for label, _, snap in scripts.steps if label == "set_group_limit")
     assert {"active", "dead", "completed", "job:fixed", "metrics:failed", "groups"} <= set(
         before_purge)
-    final = scripts.steps[-1][2]
+    final = next(snap for label, _, snap in scripts.steps if label == "metrics")
     assert "dead" not in final and "glimits" in final
+    assert scripts.steps[-1][2] == {}  # obliterated: not one key left
 
 
 def test_only_the_functions_executor_stamps_lease_epoch(
@@ -318,7 +429,8 @@ def test_only_the_functions_executor_stamps_lease_epoch(
     for snapshot in scripts.raw:
         assert epochs(snapshot) == {}
     run = run_id(functions.conn.redis)
-    last = functions.raw[-1]
+    # the keyspace before the bulk steps emptied it
+    last = functions.raw[[label for label, _, _ in functions.steps].index("metrics")]
     claimed_rows = {
         name
         for name, (kind, content) in last.items()

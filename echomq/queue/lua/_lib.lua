@@ -151,3 +151,18 @@ local function emq_observe_flush(p, run, wait)
   emq_hist_flush(p .. 'metrics:run', run)
   emq_hist_flush(p .. 'metrics:wait', wait)
 end
+
+-- is anyone listening for per-job news (echomq.wait, echomq.events)? Their mark is a
+-- key with a TTL that they keep alive; a settling call checks it ONCE, so a queue nobody
+-- watches pays one EXISTS per call and publishes nothing
+local function emq_listened(p)
+  return redis.call('EXISTS', p .. 'listeners') == 1
+end
+
+-- tell the listeners one job's news on the queue's job-events channel (never on the
+-- events channel, where every Consumer listens for wakeups and cancels)
+local function emq_tell(p, kind, id, reason)
+  local msg = '{"event":"' .. kind .. '","job":' .. cjson.encode(id)
+  if reason then msg = msg .. ',"reason":' .. cjson.encode(reason) end
+  redis.call('PUBLISH', p .. 'job-events', msg .. '}')
+end

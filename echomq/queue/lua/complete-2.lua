@@ -5,6 +5,8 @@
   -1 keeps all; on a declared queue a row the archive has not folded is never dropped)   ARGV[4..] quadruples (id, token, outcome 'completed'|'cancelled', result); at most 1000
   Returns: one code per job, checked in the seed's order:
     1 settled   -1 no such row   -2 stale token   -3 not in active
+  When someone listens (the `listeners` mark: one EXISTS per call), each settled job is
+  told on the job-events channel as 'completed' or 'cancelled'.
   A cancelled job is a completion whose result is 'cancelled:<reason>'.
   Metrics: metrics:completed counts both; metrics:finished counts each outcome, and
   metrics:run / metrics:wait get the attempt's run and wait times (see _lib.lua). ]]
@@ -18,6 +20,7 @@ local recording = emq_recording(p, ARGV[2])
 local codes = {}
 local done = {}
 local finished = {}
+local outcomes = {}
 local tally = {}
 local run, wait = {}, {}
 for n, id in ipairs(ids) do
@@ -46,6 +49,7 @@ for n, id in ipairs(ids) do
     end
     finished[#finished + 1] = now
     finished[#finished + 1] = id
+    outcomes[#outcomes + 1] = outcome
     tally[outcome] = (tally[outcome] or 0) + 1
     emq_observe(run, wait, now, row[3], row[4])
     if row[2] then
@@ -63,6 +67,9 @@ if #finished > 0 then
   redis.call('HINCRBY', p .. 'metrics:completed', 'count', #settled)
   for outcome, n in pairs(tally) do redis.call('HINCRBY', p .. 'metrics:finished', outcome, n) end
   emq_observe_flush(p, run, wait)
+  if emq_listened(p) then
+    for n, id in ipairs(settled) do emq_tell(p, outcomes[n], id) end
+  end
 end
 -- retention: drop the oldest completed rows beyond `keep` (bounded per call); on a
 -- declared queue only those the archive has folded, stopping at the first it has not
