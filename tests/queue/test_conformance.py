@@ -264,11 +264,11 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     s("get_job", lambda: echomq.get_job(conn, q, short.id))
     s("counts", lambda: echomq.counts(conn, q))
     s("metrics", lambda: echomq.metrics(conn, q))
-    bulk_steps(conn, q, s)
     # an add carrying a trace context (what echomq.tracing stores on the row)
     s("add traced", lambda: transitions.added(conn.executor.run(*transitions.add_call(
         conn.keys(q), [0, 0, 3, "", ""], [("traced", '{"n": "t"}')], TRACEPARENT))))
     s("get traced", lambda: echomq.get_job(conn, q, "traced"))
+    bulk_steps(conn, q, s)
     return rec
 
 
@@ -376,6 +376,7 @@ def test_the_scenario_exercises_every_reply(records: tuple[Record, Record]) -> N
     unarchived = outcomes["obliterate unarchived"][2]
     assert re.search(r"holds \d+ entries the archive has not folded", unarchived)
     assert outcomes["obliterate force"][0] == "ok"
+    assert outcomes["get traced"][1]["traceparent"] == TRACEPARENT
 
 
 def test_both_executors_give_the_same_replies(records: tuple[Record, Record]) -> None:
