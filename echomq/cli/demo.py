@@ -2,7 +2,8 @@
 
 A private Valkey (owned by the demo: it stops with it, even on ``kill -9``, and
 leaves nothing running), a local SeaweedFS S3 endpoint, a recording Consumer settling
-completed, cancelled and dead jobs, the APScheduler fold into an LMDB floor and
+completed, cancelled and dead jobs, an operator pausing and resuming it and retrying
+the dead job, the APScheduler fold into an LMDB floor and
 the bucket, the stream trimmed, Redis made to forget, an audit read from the
 floor, and a restore onto a fresh folder from the bucket alone. It uses the public API
 only (``echomq``, ``echomq.archive`` and the launchers), as a user's program would.
