@@ -1,4 +1,4 @@
-"""``python bench/run.py [consumer|archive]``: run the benchmarks and print one table."""
+"""``python bench/run.py [consumer|archive|retention]``: run the benchmarks and print one table."""
 
 from __future__ import annotations
 
@@ -25,6 +25,11 @@ def main() -> None:
         import bench_archive
 
         for name, value in bench_archive.rows():
+            table.add_row(name, value)
+    if "retention" in which:
+        import bench_retention
+
+        for name, value in bench_retention.rows():
             table.add_row(name, value)
     Console().print(table)
 

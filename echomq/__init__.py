@@ -26,18 +26,38 @@ from echomq.errors import (
     RemoteUnavailable,
     StaleToken,
     StreamUnavailable,
+    WaitTimeout,
 )
 from echomq.jobs.lease import extend_lock, reap
+from echomq.jobs.progress import report_progress
 from echomq.jobs.settle import complete, complete_many, fail, release_many, remove_job
 from echomq.jobs.stalled import stalled_check
-from echomq.models import CancelVerdict, ClaimedJob, Counts, Job, JobState, StalledSweep
-from echomq.queue.admin import counts, dead_jobs, get_job, metrics, purge, set_group_limit
+from echomq.models import (
+    CancelVerdict,
+    ClaimedJob,
+    Counts,
+    Job,
+    JobState,
+    Purged,
+    Retention,
+    StalledSweep,
+)
+from echomq.queue.admin import counts, dead_jobs, get_job, metrics, set_group_limit
 from echomq.queue.claim import claim
 from echomq.queue.connection import Connection, connect
 from echomq.queue.control import is_paused, pause, promote, resume, retry_dead
 from echomq.queue.enqueue import add, add_many
-from echomq.queue.events import publish
+from echomq.queue.events import Event, EventKind, publish
+from echomq.queue.listen import EventStream, events
 from echomq.queue.listing import list_jobs
+from echomq.queue.retention import (
+    RetentionReport,
+    apply_retention,
+    purge,
+    retention,
+    set_retention,
+)
+from echomq.queue.wait import wait
 from echomq.worker.consumer import Consumer
 
 if TYPE_CHECKING:
@@ -70,6 +90,9 @@ __all__ = [
     "ConsumerCrashed",
     "Counts",
     "EchoMQError",
+    "Event",
+    "EventKind",
+    "EventStream",
     "InvalidArgument",
     "InvalidKey",
     "Job",
@@ -82,13 +105,18 @@ __all__ = [
     "NotCancellable",
     "NotRemovable",
     "NotScheduled",
+    "Purged",
     "RemoteUnavailable",
+    "Retention",
+    "RetentionReport",
     "StaleToken",
     "StalledSweep",
     "StreamUnavailable",
+    "WaitTimeout",
     "add",
-    "archive",
     "add_many",
+    "apply_retention",
+    "archive",
     "cancel",
     "claim",
     "complete",
@@ -96,6 +124,7 @@ __all__ = [
     "connect",
     "counts",
     "dead_jobs",
+    "events",
     "extend_lock",
     "fail",
     "get_job",
@@ -109,8 +138,12 @@ __all__ = [
     "reap",
     "release_many",
     "remove_job",
+    "report_progress",
     "resume",
+    "retention",
     "retry_dead",
     "set_group_limit",
+    "set_retention",
     "stalled_check",
+    "wait",
 ]

@@ -45,6 +45,15 @@ class NotScheduled(EchoMQError):
     """``promote`` reached a job that is not scheduled (pending, active or finished)."""
 
 
+class WaitTimeout(EchoMQError, TimeoutError):
+    """``wait`` gave up: the job did not finish within the timeout (the message names it)."""
+
+    def __init__(self, queue: str, job_id: str, timeout_s: float) -> None:
+        super().__init__(f"job {job_id!r} of queue {queue!r} did not finish within "
+                         f"{timeout_s:g}s")
+        self.queue, self.job_id, self.timeout_s = queue, job_id, timeout_s
+
+
 class LaneNotNative(EchoMQError):
     """The functions executor's stalled sweep refuses grouped expired rows."""
 

@@ -54,6 +54,8 @@ class Job:
     """The outcome stream entry that recorded how it finished (recording queues only)."""
     retried: int
     """How many times ``retry_dead`` brought it back from the dead set."""
+    progress: Any
+    """The last value its handler gave ``job.progress`` (decoded JSON; None if never)."""
     raw: dict[str, str] = field(repr=False, compare=False)
 
     @classmethod
@@ -63,6 +65,7 @@ class Job:
             return int(value) if value not in (None, "") else None
 
         payload_text = row.get("payload")
+        progress_text = row.get("progress")
         return cls(
             id=job_id,
             state=JobState(row["state"]) if "state" in row else JobState.DEAD,
@@ -81,6 +84,7 @@ class Job:
             finished_at=num("finished_at"),
             entry=row.get("entry"),
             retried=num("retried") or 0,
+            progress=json.loads(progress_text) if progress_text is not None else None,
             raw=dict(row),
         )
 
@@ -120,3 +124,44 @@ class CancelVerdict:
     """Return this from a handler to settle its job as ``cancelled:<reason>``."""
 
     reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Retention:
+    """A queue's retention policy (None: no limit of that kind). A finished row goes once
+    it is past either limit of its state: older than ``<state>_age_ms`` or beyond the
+    newest ``<state>_count``; on a declared queue only once the archive folded it."""
+
+    completed_age_ms: int | None = None
+    completed_count: int | None = None
+    dead_age_ms: int | None = None
+    dead_count: int | None = None
+
+    def limits(self, state: str) -> tuple[int | None, int | None]:
+        """``(age_ms, count)`` for ``state`` ("completed" or "dead")."""
+        if state == "completed":
+            return self.completed_age_ms, self.completed_count
+        return self.dead_age_ms, self.dead_count
+
+    @property
+    def empty(self) -> bool:
+        return all(v is None for v in self.as_dict().values())
+
+    def as_dict(self) -> dict[str, int | None]:
+        return {"completed_age_ms": self.completed_age_ms,
+                "completed_count": self.completed_count,
+                "dead_age_ms": self.dead_age_ms, "dead_count": self.dead_count}
+
+
+@dataclass(frozen=True)
+class Purged:
+    """One purge's answer: rows forgotten, and finished rows it would have forgotten but
+    kept because the archive has not folded their outcomes yet."""
+
+    state: str
+    forgotten: int = 0
+    kept_for_archive: int = 0
+
+    def __add__(self, other: Purged) -> Purged:
+        return Purged(self.state, self.forgotten + other.forgotten,
+                      max(self.kept_for_archive, other.kept_for_archive))

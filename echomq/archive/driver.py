@@ -2,11 +2,13 @@
 
 For each slice, in this order: read it after the floor's checkpoint (``XRANGE`` with an
 exclusive start), commit it to the floor with the checkpoint advance (one LMDB
-transaction), upload it as one create-only object and advance the remote's manifest, and
+transaction), record that checkpoint in Redis as the queue's ``folded`` mark (fenced by the
+lease, never backwards: retention forgets a finished row only once its outcome entry is at
+or below it), upload it as one create-only object and advance the remote's manifest, and
 only then trim the stream up to the slice's last id. Trimming never passes what is in the
 floor and, with a remote, in the remote too. Each step is idempotent, so a crash anywhere
-(see ``CRASH_POINTS``) is repaired by the next fold: first it uploads what the floor
-holds but the remote lacks, then trims what is safely in both.
+(see ``CRASH_POINTS``) is repaired by the next fold: first it marks what the floor holds,
+uploads what the floor holds but the remote lacks, then trims what is safely in both.
 
 Two more guards stand before every trim. The stream is checked for entries lost after the
 floor's checkpoint (trimmed or deleted by someone else): such a fold stops with
@@ -204,6 +206,7 @@ class Driver(StreamChecks, UploadSteps):
     def _fold_slices(self, keys: Keys, queue: str, lease: FoldLease, tally: _Tally) -> None:
         """Repair what an earlier fold left (upload, trim), then fold slice by slice."""
         end = self._stream_end(keys, queue)
+        self._mark(queue, lease, tally)  # repairs a mark an earlier fold did not record
         manifest = self._sync(queue, lease, tally) if self.remote is not None else None
         self._check_gap(keys, queue)
         self._trim(queue, lease, tally)
@@ -218,6 +221,7 @@ class Driver(StreamChecks, UploadSteps):
                 if content is None:
                     break
                 self._commit(content, tally)
+            self._mark(queue, lease, tally)
             if self.remote is not None:
                 manifest = self._upload(content, manifest, lease, tally)
             self._trim(queue, lease, tally)
@@ -277,6 +281,24 @@ class Driver(StreamChecks, UploadSteps):
             tally.counts["quarantined"] += added[1]
         self._at("after_floor_commit")
 
+    # -- the folded mark ------------------------------------------------------------------
+
+    def _mark(self, queue: str, lease: FoldLease, tally: _Tally) -> None:
+        """Tell Redis how far the floor holds the stream (the meta hash's ``folded``), so
+        retention forgets a row only once its outcome is here. The floor commit is the
+        line, not the upload: the floor is durable on disk, and the stream itself still
+        keeps every entry until the remote has it too. Only the archive of record's
+        driver marks (a copy elsewhere does not make forgetting safe); the lease fences it
+        and it never moves backwards."""
+        checkpoint = self.floor.checkpoint(queue)
+        if checkpoint == ZERO_ID or not self._may_trim(queue, tally):
+            return
+        writes, also = self._archives()
+        try:
+            lease.mark(checkpoint, writes, also)
+        except NotArchiveOfRecord:
+            self._refuse_trim(queue, tally, archive_of_record(self.conn, queue))
+
     # -- the trim -------------------------------------------------------------------------
 
     def _trim(self, queue: str, lease: FoldLease, tally: _Tally) -> None:
@@ -315,7 +337,8 @@ class Driver(StreamChecks, UploadSteps):
     def _refuse_trim(self, queue: str, tally: _Tally, record: str | None) -> None:
         writes = " and ".join(a for a in self._archives() if a)
         tally.trim_refused = (f"the archive of record of {queue!r} is {record}; this driver "
-                              f"writes {writes}, so it folds into its floor but never trims")
+                              f"writes {writes}, so it folds into its floor but never trims "
+                              "(nor marks the stream folded for retention)")
         log.warning("archive: %s", tally.trim_refused)
 
     # -- gaps: entries lost before the floor took them ------------------------------------

@@ -2,9 +2,10 @@
 
 The lease is a Redis key holding a random token with a TTL on the server clock, so
 drivers whose clocks disagree still agree on who holds it. Every transition that must be
-fenced (renew, release, and the trim itself) is a Lua script that first checks the token
-is still ours: a driver that stalled past its lease can commit to its floor (idempotent)
-but can never trim what another driver is folding.
+fenced (renew, release, the trim itself, and the ``folded`` mark that retention reads) is
+a Lua script that first checks the token is still ours: a driver that stalled past its
+lease can commit to its floor (idempotent) but can never trim what another driver is
+folding, nor move the mark.
 """
 
 from __future__ import annotations
@@ -71,6 +72,15 @@ class FoldLease:
             [self.keys.archive_lease, self.keys.completions, self.keys.meta],
             [self.token, minid, self.lease_ms, archive, also],
         )
+
+    def mark(self, checkpoint: str, archive: str, also: str = "") -> bool:
+        """Record ``checkpoint`` (the floor's) as the queue's ``folded`` mark, only while
+        the lease is ours and ``archive`` (or ``also``) is the archive of record; the mark
+        never moves backwards. True when it moved."""
+        return self._run(
+            "fold_mark", [self.keys.archive_lease, self.keys.meta],
+            [self.token, checkpoint, archive, also],
+        ) == 1
 
     def __enter__(self) -> FoldLease:
         return self.acquire()

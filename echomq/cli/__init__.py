@@ -3,6 +3,8 @@
 - :mod:`echomq.cli.app`: the root options, the one options context and the lazy command
   table (a command's imports are paid only when it runs);
 - :mod:`echomq.cli.queue`: enqueue, cancel, sweep, reap, dead, purge, status;
+- :mod:`echomq.cli.retention`: a queue's retention policy (durations read by
+  :mod:`echomq.cli.durations`, the one parser of ``30s``/``15m``/``7d``);
 - :mod:`echomq.cli.worker`: the worker and the scheduler;
 - :mod:`echomq.cli.server`: the embedded Valkey of a folder;
 - :mod:`echomq.cli.archive`: ``emq archive ...`` (boto3, LMDB and rich load only here);

@@ -44,9 +44,12 @@ COMMANDS = {
     "promote": "echomq.cli.control:promote",
     "jobs": "echomq.cli.control:jobs",
     "show": "echomq.cli.control:show",
+    "retention": "echomq.cli.retention:retention",
     "server": "echomq.cli.server:server",
     "archive": "echomq.cli.archive:archive",
     "demo": "echomq.cli.demo:demo",
+    "wait": "echomq.cli.watch:wait",
+    "events": "echomq.cli.watch:events",
 }
 """Every ``emq`` command: its name and where it lives (``module:attribute``)."""
 

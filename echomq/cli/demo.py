@@ -150,6 +150,10 @@ def _run(conn: echomq.Connection, remote: Any, root: Path) -> None:
     # paused, and the poison job's second death after its retry
     outcomes = len(ids) + 5
     console.print(f"outcome stream: {outcomes} entries")
+    echomq.set_retention(conn, QUEUE, completed_count=0, dead_count=0)  # keep none
+    held = echomq.apply_retention(conn, QUEUE)
+    console.print(f"retention before any fold: forgot {held.forgotten} rows, kept "
+                  f"{held.kept_for_archive} for the archive (not folded yet)")
     reports: list[FoldReport] = []
     batch.add_fold(lambda: reports.extend(fold_declared(conn, floor_path, remote).values()),
                    interval_ms=500)
@@ -159,8 +163,9 @@ def _run(conn: echomq.Connection, remote: Any, root: Path) -> None:
     console.print(f"after the scheduled fold: stream {outcomes - trimmed} entries; "
                   f"bucket objects: {len(remote.list_slices(QUEUE))} slice(s)")
 
-    forgotten = echomq.purge(conn, QUEUE, "completed") + echomq.purge(conn, QUEUE, "dead")
-    console.print(f"purged {forgotten} finished rows from Redis (echomq.purge)")
+    after = echomq.apply_retention(conn, QUEUE)
+    console.print(f"retention after the fold: forgot {after.forgotten} rows, kept "
+                  f"{after.kept_for_archive} (the archive holds every outcome)")
     console.print(_counts_table(conn, "Redis forgot the finished jobs"))
     with Floor(floor_path) as floor:
         console.print(_audit_table(floor, "audit from the LMDB floor"))

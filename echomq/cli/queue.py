@@ -8,6 +8,7 @@ import click
 
 import echomq
 from echomq.cli.app import as_click_error, connect, emit
+from echomq.cli.durations import DURATION
 
 
 @click.command()
@@ -94,10 +95,28 @@ def dead(ctx: click.Context, queue: str, limit: int, as_json: bool) -> None:
 @click.option("--state", type=click.Choice(["dead", "completed"]), default="dead",
               show_default=True)
 @click.option("--keep", default=0, show_default=True, help="The newest rows to keep.")
+@click.option("--older-than", type=DURATION, default=None,
+              help="Only rows that finished longer ago than this (30s, 15m, 7d, 400d).")
+@click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def purge(ctx: click.Context, queue: str, state: str, keep: int) -> None:
-    """Forget finished jobs in Redis (the archive keeps a declared stream's history)."""
-    click.echo(f"purged {echomq.purge(connect(ctx), queue, state, keep)} {state} job(s)")
+def purge(ctx: click.Context, queue: str, state: str, keep: int, older_than: int | None,
+          as_json: bool) -> None:
+    """Forget finished jobs in Redis, oldest first (both --keep and --older-than must
+    hold for a row to go). On a declared queue only rows whose outcome the archive has
+    folded go; the others are kept for the archive and counted. Refuses a negative
+    --keep and a duration without a unit."""
+    from echomq.queue.retention import purge_counted
+
+    conn = connect(ctx)
+    with as_click_error():
+        done = purge_counted(conn, queue, state, keep=keep, older_than_ms=older_than)
+    if as_json:
+        emit({"queue": queue, "state": state, "purged": done.forgotten,
+              "kept_for_archive": done.kept_for_archive}, True)
+        return
+    kept = (f"; {done.kept_for_archive} kept for the archive (not folded yet)"
+            if done.kept_for_archive else "")
+    click.echo(f"purged {done.forgotten} {state} job(s){kept}")
 
 
 @click.command()

@@ -79,19 +79,26 @@ def worker(ctx: click.Context, handler: str, queue: str, concurrency: int, lease
 @click.option("--floor", default=".echomq/floor", show_default=True,
               help="The LMDB floor; the remote comes from --bucket and the other S3 "
               "options (EMQ_S3_*; no bucket: floor only).")
+@click.option("--retention/--no-retention", default=True, show_default=True,
+              help="Apply every queue's retention policy (emq retention).")
+@click.option("--retention-interval-ms", default=60_000, show_default=True)
 @remote_options
 @click.pass_context
 def scheduler(ctx: click.Context, queues: tuple[str, ...], interval_ms: int, max_stalled: int,
-              fold: bool, fold_interval_ms: int, floor: str, s3: RemoteSettings) -> None:
-    """Run the stalled sweep (and the archive fold) on APScheduler until interrupted."""
+              fold: bool, fold_interval_ms: int, floor: str, retention: bool,
+              retention_interval_ms: int, s3: RemoteSettings) -> None:
+    """Run the stalled sweep, the archive fold and retention on APScheduler until
+    interrupted. Refuses to start with nothing to schedule."""
     from echomq.jobs.scheduler import BatchScheduler
 
-    if not queues and not fold:
-        raise click.UsageError("nothing to schedule: give --queue and/or --fold")
+    if not queues and not fold and not retention:
+        raise click.UsageError("nothing to schedule: give --queue, --fold and/or --retention")
     conn = connect(ctx)
     batch = BatchScheduler(conn)
     if queues:
         batch.add_sweep(queues, interval_ms=interval_ms, max_stalled=max_stalled)
+    if retention:
+        batch.add_retention(interval_ms=retention_interval_ms)
     driver = None
     if fold:
         from echomq.archive import Driver

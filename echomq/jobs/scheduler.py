@@ -1,7 +1,8 @@
-"""Scheduled batch jobs on APScheduler 3: the stalled sweep and the archive fold.
+"""Scheduled batch jobs on APScheduler 3: the stalled sweep, the archive fold, retention.
 
 One ``BatchScheduler`` runs any number of interval jobs in a background thread:
-a stalled sweep per queue and, when configured, a fold of every declared stream.
+a stalled sweep per queue and, when configured, a fold of every declared stream and a
+pass of every queue's retention policy (the queues in the connection's retained set).
 Each job runs at most one instance at a time (``max_instances=1``) and missed
 runs are coalesced into one, so a slow pass never piles up behind itself. Two
 schedulers on the same queue are safe: each lapsed id leaves the active set in
@@ -28,10 +29,12 @@ from echomq.models import StalledSweep
 from echomq.queue import validate
 from echomq.queue.connection import Connection
 from echomq.queue.keys import check_name
+from echomq.queue.retention import RetentionReport, apply_all_retention
 
 log = logging.getLogger("echomq.scheduler")
 
 DEFAULT_FOLD_INTERVAL_MS = 60_000
+DEFAULT_RETENTION_INTERVAL_MS = 60_000
 
 
 class BatchScheduler:
@@ -47,6 +50,9 @@ class BatchScheduler:
         self.sweeps: dict[str, StalledSweep] = {}
         """The last pass's answer per queue, for status reporting."""
         self.passes = 0
+        self.retained: dict[str, RetentionReport] = {}
+        """The last retention pass's answer per queue."""
+        self.retention_passes = 0
         self._lock = threading.Lock()
 
     def add_sweep(
@@ -71,6 +77,25 @@ class BatchScheduler:
         floor and remote) every ``interval_ms``."""
         validate.positive_int(interval_ms, "interval_ms")
         self._add(name, interval_ms, self._guarded, name, fold)
+
+    def add_retention(self, *, interval_ms: int = DEFAULT_RETENTION_INTERVAL_MS) -> None:
+        """Apply every retained queue's policy every ``interval_ms`` (queues gain or lose
+        a policy with ``set_retention``; each pass reads the set afresh)."""
+        validate.positive_int(interval_ms, "interval_ms")
+        self._add("retention", interval_ms, self.retention_once)
+
+    def retention_once(self) -> dict[str, RetentionReport] | None:
+        """One retention pass over every retained queue; a failure is logged and the
+        next pass tries again (nothing unfolded is ever forgotten)."""
+        try:
+            reports = apply_all_retention(self.conn)
+        except Exception as exc:  # the server may be restarting; the next pass retries
+            log.warning("retention pass failed: %s", exc)
+            return None
+        with self._lock:
+            self.retained.update(reports)
+            self.retention_passes += 1
+        return reports
 
     def _add(self, job_id: str, interval_ms: int, func: Callable[..., Any], *args: Any) -> None:
         self._scheduler.add_job(

@@ -15,8 +15,11 @@ from echomq.errors import InvalidArgument
 DEFAULT_RESULT_LIMIT = 512 * 1024
 """Bytes of result JSON a completion may store (``Consumer(result_limit=)``)."""
 
+PROGRESS_LIMIT = 64 * 1024
+"""Bytes of JSON one ``job.progress`` call may store and publish."""
 
-def result_text(result: Any, limit: int = DEFAULT_RESULT_LIMIT) -> str:
+
+def result_text(result: Any, limit: int = DEFAULT_RESULT_LIMIT, what: str = "result") -> str:
     """A handler's return value as stored: JSON of at most ``limit`` bytes.
 
     Anything else (not JSON, NaN or Infinity, nested too deep for the encoder,
@@ -25,13 +28,13 @@ def result_text(result: Any, limit: int = DEFAULT_RESULT_LIMIT) -> str:
     try:
         text = json.dumps(result, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
-        raise InvalidArgument(f"result is not JSON-serialisable: {exc}") from exc
+        raise InvalidArgument(f"{what} is not JSON-serialisable: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - a user's __iter__ or a custom type may raise anything
         raise InvalidArgument(
-            f"result could not be encoded: {type(exc).__name__}: {exc}") from exc
+            f"{what} could not be encoded: {type(exc).__name__}: {exc}") from exc
     size = len(text) if text.isascii() else len(text.encode())
     if size > limit:
-        raise InvalidArgument(f"result is {size} bytes, over the result limit of {limit}")
+        raise InvalidArgument(f"{what} is {size} bytes, over the {what} limit of {limit}")
     return text
 
 

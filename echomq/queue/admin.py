@@ -1,10 +1,11 @@
-"""Reads and settings an operator uses: get_job, counts, group limits, metrics."""
+"""Reads and settings an operator uses: get_job, counts, group limits, metrics.
+
+Forgetting finished rows (purge, retention) lives in :mod:`echomq.queue.retention`."""
 
 from __future__ import annotations
 
 from typing import cast
 
-from echomq.errors import InvalidArgument
 from echomq.models import Counts, Job
 from echomq.queue import validate
 from echomq.queue.connection import Connection
@@ -60,23 +61,3 @@ def dead_jobs(conn: Connection, queue: str, limit: int = 100) -> list[str]:
     ``max_attempts`` or a stall at the threshold) is scored by when it died, server clock."""
     validate.positive_int(limit, "limit")
     return [str(i) for i in conn.redis.zrange(conn.keys(queue).dead, 0, limit - 1)]
-
-
-PURGE_BATCH = 1000
-
-
-def purge(conn: Connection, queue: str, state: str = "dead", keep: int = 0) -> int:
-    """Forget finished jobs of ``state`` ("completed" or "dead") beyond the newest
-    ``keep`` (newest by when they finished or died): their rows and set entries leave
-    Redis; a declared stream's archive keeps their history. Returns how many were deleted."""
-    if state not in ("completed", "dead"):
-        raise InvalidArgument(f"state must be 'completed' or 'dead', got {state!r}")
-    validate.non_negative_int(keep, "keep")
-    keys = conn.keys(queue)
-    state_key = keys.completed if state == "completed" else keys.dead
-    total = 0
-    while True:
-        n = int(conn.executor.run("purge", [state_key], [keys.base, keep, PURGE_BATCH]))
-        total += n
-        if n < PURGE_BATCH:
-            return total

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 import redis
 
 from echomq.errors import ConnectionFailed, InvalidArgument
-from echomq.queue.keys import PREFIX, Keys, check_prefix, declared_set
+from echomq.queue.keys import PREFIX, Keys, check_prefix, declared_set, retained_set
 from echomq.servers.shared import SharedValkey
 from echomq.servers.valkey import DATA_DIR_ENV
 
@@ -72,6 +72,7 @@ class Connection:
         self.payload_limit = payload_limit
         self.prefix = check_prefix(prefix)
         self.declared_set = declared_set(prefix)
+        self.retained_set = retained_set(prefix)
         self._executor: Executor | None = None
         self._keys: dict[str, Keys] = {}
 

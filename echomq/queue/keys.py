@@ -46,6 +46,12 @@ def declared_set(prefix: str = PREFIX) -> str:
     return check_prefix(prefix) + ":declared"
 
 
+def retained_set(prefix: str = PREFIX) -> str:
+    """Every queue of ``prefix`` with a retention policy, so the scheduler finds them
+    without a SCAN."""
+    return check_prefix(prefix) + ":retained"
+
+
 def check_name(value: object, what: str = "name") -> str:
     """Return ``value`` if it is a usable queue name or job id, else raise ``InvalidKey``."""
     if not isinstance(value, str):
@@ -120,6 +126,18 @@ class Keys:
         return self._key("events")
 
     @cached_property
+    def job_events(self) -> str:
+        """The channel of per-job news (progress, settles) that ``wait`` and ``events``
+        hear; Consumers never subscribe to it, so a busy queue's news never wakes them."""
+        return self._key("job-events")
+
+    @cached_property
+    def listeners(self) -> str:
+        """The listener mark: present (with a TTL its listeners renew) while someone
+        waits or watches, so settles publish their news only then."""
+        return self._key("listeners")
+
+    @cached_property
     def completions(self) -> str:
         return self._key("completions")
 
@@ -146,7 +164,9 @@ class Keys:
 
     @cached_property
     def meta(self) -> str:
-        """Queue settings: ``stream`` = "1" when the outcome stream is declared for archiving."""
+        """Queue settings: ``stream`` = "1" when the outcome stream is declared for
+        archiving, ``folded`` the last stream id the archive's floor holds, and the
+        retention policy (``retain_<state>_age`` / ``retain_<state>_count``)."""
         return self._key("meta")
 
     @cached_property

@@ -41,12 +41,14 @@ SCRIPT_CODES: dict[str, dict[int, type[EchoMQError]]] = {
     "fold_renew": {-1: LeaseLost},
     "fold_release": {},
     "fold_trim": {-1: LeaseLost, -2: NotDeclared, -3: NotArchiveOfRecord},
+    "fold_mark": {-1: LeaseLost, -2: NotDeclared, -3: NotArchiveOfRecord},
 }
 """Every failure code of a script with codes of its own (the rest are successes)."""
 
 _MESSAGES: dict[type[EchoMQError], str] = {
     LeaseHeld: "another archive driver holds the fold lease of {subject!r}",
-    LeaseLost: "the fold lease of {subject!r} lapsed or was taken over; nothing more is trimmed",
+    LeaseLost: "the fold lease of {subject!r} lapsed or was taken over; nothing more is "
+               "trimmed or marked folded",
     NotDeclared: "the outcome stream of {subject!r} is not declared; the archive never trims it",
     NotArchiveOfRecord: "the archive of record of {subject!r} is one this driver does not "
                         "write; it folds but never trims",

@@ -147,6 +147,22 @@ def extended(reply: Any, job_id: str) -> BaseException | None:
     return error(f"extend_lock {job_id!r}: {error.__name__}") if error else None
 
 
+# -- progress -----------------------------------------------------------------------
+
+
+def progress_call(keys: Keys, job_id: str, token: int, value: str, message: str) -> Call:
+    """progress-2.lua: store a held job's progress (JSON text) and publish ``message`` on
+    the job-events channel, fenced by the token and membership in active."""
+    return ("progress", [keys.active, keys.job(job_id)],
+            [job_id, token, value, keys.job_events, message])
+
+
+def progressed(reply: Any, job_id: str) -> None:
+    """progress's reply: return when stored; raise ``JobGone``, ``StaleToken`` or
+    ``NotActive`` (``LEASE_LOST``: the holder lost the job)."""
+    raise_for_code(int(reply), job_id, "progress")
+
+
 # -- reap, release, remove_job, stalled_check ---------------------------------------
 
 
@@ -243,3 +259,36 @@ def retried(reply: Any) -> tuple[int, int]:
     """retry_dead's reply: (how many moved to pending, how many ids the call looked at)."""
     moved, scanned = reply
     return int(moved), int(scanned)
+# -- purge (retention) --------------------------------------------------------------
+
+PURGE_BATCH = 1000
+"""Rows one purge call examines at most (the ~1,000-key bound of one Lua call)."""
+
+
+@dataclass(frozen=True)
+class PurgeStep:
+    """One purge call's answer: rows forgotten, candidates passed over (the next call's
+    offset grows by them), whether candidates remain, and how many candidates stay
+    because the archive has not folded them (>0: the purge stops)."""
+
+    forgotten: int
+    passed: int
+    more: bool
+    held: int
+
+
+def purge_call(keys: Keys, state: str, keep: int, older_than_ms: int | None, offset: int,
+               batch: int = PURGE_BATCH) -> Call:
+    """purge-2.lua: forget up to ``batch`` of the oldest finished rows of ``state``
+    ("completed" or "dead") beyond the newest ``keep`` and finished before ``older_than_ms``
+    ago (None: any age), skipping the first ``offset`` candidates; on a declared queue
+    only rows whose outcome the archive has folded."""
+    state_key = keys.completed if state == "completed" else keys.dead
+    age = -1 if older_than_ms is None else older_than_ms
+    return ("purge", [state_key, keys.meta], [keys.base, keep, batch, age, offset])
+
+
+def purged(reply: Any) -> PurgeStep:
+    """purge's reply ``{forgotten, passed, more, held}``."""
+    forgotten, passed, more, held = (int(x) for x in reply)
+    return PurgeStep(forgotten, passed, more == 1, held)

@@ -54,6 +54,17 @@ def non_negative_int(value: object, what: str) -> int:
     return _bounded(value, what)
 
 
+def positive_seconds(value: object, what: str) -> float:
+    """``value`` if it is a finite number of seconds in (0, ``MAX_INT`` / 1000] (bools
+    refused), else ``InvalidArgument``."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+        0 < value <= MAX_INT / 1000
+    ):
+        raise InvalidArgument(
+            f"{what} must be a number of seconds in (0, {MAX_INT // 1000}], got {value!r}")
+    return float(value)
+
+
 def keep_count(value: object, what: str) -> int:
     """A retention count: -1 (keep all) or an int in 0..``MAX_INT``, else ``InvalidArgument``."""
     if value == -1 and isinstance(value, int) and not isinstance(value, bool):

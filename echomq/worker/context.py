@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from echomq.errors import InvalidArgument
 from echomq.jobs import cancel as cancel_tokens
 from echomq.jobs.lease import extend_lock
+from echomq.jobs.progress import report_progress
 from echomq.jobs.texts import DEFAULT_RESULT_LIMIT, cancelled_result, error_text, result_text
 from echomq.models import CancelVerdict
 from echomq.queue.transitions import LEASE_LOST
@@ -76,6 +77,16 @@ class JobContext:
         sent = time.monotonic()
         extend_lock(self._conn, self.queue, self.id, self.attempts, lease_ms)
         self.deadline = sent + lease_ms / 1000
+
+    def progress(self, value: Any) -> None:
+        """Report how far the job got: ``value`` (JSON, at most 64 KiB) is stored on the
+        row (``Job.progress``) and published as a ``progress`` event, in one call.
+
+        Raises ``InvalidArgument`` for a value that is not JSON or too large, and
+        ``StaleToken``, ``NotActive`` or ``JobGone`` when this holder lost the job (the
+        run then ends as lost, like a failed ``checkpoint``).
+        """
+        report_progress(self._conn, self.queue, self.id, self.attempts, value)
 
     def cancelled(self) -> bool:
         """True once a cancel reached this job (a shortcut for ``cancel.check``)."""

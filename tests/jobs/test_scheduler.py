@@ -56,3 +56,22 @@ def test_fold_jobs_run_on_the_same_scheduler(conn, queue):
     with BatchScheduler(conn) as batch:
         batch.add_fold(ran.set, interval_ms=50)
         assert ran.wait(5)
+
+
+def test_the_scheduler_applies_every_queues_retention_on_its_interval(conn, queue, caplog):
+    ids = echomq.add_many(conn, queue, [{"n": i} for i in range(6)])
+    for job in echomq.claim(conn, queue, lease_ms=10_000, count=6):
+        echomq.complete(conn, queue, job.id, job.token, None)
+    echomq.set_retention(conn, queue, completed_count=2)
+    caplog.set_level("INFO", logger="echomq.retention")
+    with BatchScheduler(conn) as batch:
+        batch.add_retention(interval_ms=50)
+        wait_until(lambda: echomq.counts(conn, queue).completed == 2)
+        more = echomq.add_many(conn, queue, [{"n": i} for i in range(3)])  # later arrivals
+        for job in echomq.claim(conn, queue, lease_ms=10_000, count=3):
+            echomq.complete(conn, queue, job.id, job.token, None)
+        wait_until(lambda: [i for i in ids + more if echomq.get_job(conn, queue, i)]
+                   == more[1:])
+    assert batch.retention_passes >= 2
+    assert f"retention of {queue!r}: forgot" in caplog.text
+    echomq.set_retention(conn, queue)  # off the shared server's retained set

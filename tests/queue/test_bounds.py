@@ -59,6 +59,13 @@ VERBS: dict[str, Verb] = {
     "fail backoff_cap_ms": lambda c, v: echomq.fail(c, "q", "1", 1, "x", backoff_cap_ms=v),
     "dead_jobs limit": lambda c, v: echomq.dead_jobs(c, "q", limit=v),
     "purge keep": lambda c, v: echomq.purge(c, "q", "dead", keep=v),
+    "purge older_than_ms": lambda c, v: echomq.purge(c, "q", "dead", older_than_ms=v),
+    "set_retention completed_age_ms": lambda c, v: echomq.set_retention(
+        c, "q", completed_age_ms=v),
+    "set_retention completed_count": lambda c, v: echomq.set_retention(
+        c, "q", completed_count=v),
+    "set_retention dead_age_ms": lambda c, v: echomq.set_retention(c, "q", dead_age_ms=v),
+    "set_retention dead_count": lambda c, v: echomq.set_retention(c, "q", dead_count=v),
     "set_group_limit limit": lambda c, v: echomq.set_group_limit(c, "q", "g", v),
     "complete keep": lambda c, v: echomq.complete(c, "q", "1", 1, None, keep=v),
     "complete_many keep": lambda c, v: echomq.complete_many(
@@ -80,6 +87,8 @@ VERBS: dict[str, Verb] = {
     "BatchScheduler sweep limit": _sweep(limit=1),
     "BatchScheduler fold interval_ms": lambda c, v: BatchScheduler(c).add_fold(
         lambda: None, interval_ms=v),
+    "BatchScheduler retention interval_ms": lambda c, v: BatchScheduler(c).add_retention(
+        interval_ms=v),
 }
 
 

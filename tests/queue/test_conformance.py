@@ -10,6 +10,7 @@ scripts executor never writes it.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ import echomq
 from echomq.jobs.settle import Settlement
 from echomq.models import ClaimedJob
 from echomq.queue import registry
+from echomq.queue.listen import mark_listening
+from echomq.queue.retention import purge_counted
 from tests.support.keyspace import dump, epochs, normalise
 from tests.support.servers import run_id
 from tests.support.waits import wait_lapsed
@@ -35,8 +38,40 @@ class Record:
     queue: str
     steps: list[tuple[str, Any, dict[str, Any]]] = field(default_factory=list)
     raw: list[dict[str, Any]] = field(default_factory=list)
+    news: dict[str, list[str]] = field(default_factory=dict)
+    """Per step, what it published on the job-events channel (heard without the mark)."""
+    listening: bool = False
+    named: dict[str, str] = field(default_factory=dict)
+    """Ids the scenario picked, by role (for the assertions on the news)."""
+    _pubsub: Any = None
+
+    def listen(self) -> None:
+        """From now on the listener mark is set (renewed before every step)."""
+        self.listening = True
+
+    def _heard(self) -> list[str]:
+        """Every message published since the last step: a marker published after the step
+        arrives after them (one server, one subscriber connection, in order)."""
+        channel = self.conn.keys(self.queue).job_events
+        if self._pubsub is None:
+            self._pubsub = self.conn.redis.pubsub(ignore_subscribe_messages=True)
+            self._pubsub.subscribe(channel)
+            while self._pubsub.get_message(timeout=1.0) is None and not self._pubsub.subscribed:
+                pass
+        self.conn.redis.publish(channel, "<marker>")
+        out = []
+        while True:
+            message = self._pubsub.get_message(timeout=5.0)
+            assert message is not None, "the marker never arrived"
+            if message["data"] == "<marker>":
+                return out
+            out.append(message["data"])
 
     def step(self, label: str, action: Callable[[], Any]) -> Any:
+        if self._pubsub is None:
+            self._heard()
+        if self.listening:
+            mark_listening(self.conn, self.queue)
         try:
             reply = action()
             outcome: Any = ("ok", shape(reply))
@@ -46,6 +81,7 @@ class Record:
         snapshot = dump(self.conn.redis, self.queue)
         self.raw.append(snapshot)
         self.steps.append((label, outcome, normalise(snapshot)))
+        self.news[label] = self._heard()
         return reply
 
 
@@ -83,6 +119,8 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     first, second, third = held
     assert first.id == a
     s("complete", lambda: echomq.complete(conn, q, first.id, first.token, {"ok": 1}))
+    rec.listen()  # settles publish their news from here on
+    rec.named.update(second=second.id)
     s(
         "complete_many",
         lambda: echomq.complete_many(
@@ -122,6 +160,7 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
 
     # release_many with per-job errors
     keep, back = rest[0], rest[1]
+    rec.named.update(keep=keep.id)
     s(
         "release_many",
         lambda: echomq.release_many(
@@ -137,6 +176,12 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     s("extend gone", lambda: echomq.extend_lock(conn, q, "nosuch", 1, LONG))
     s("extend stale", lambda: echomq.extend_lock(conn, q, keep.id, keep.token + 1, LONG))
     s("extend not active", lambda: echomq.extend_lock(conn, q, first.id, first.token, LONG))
+    # progress: stored and published, fenced as extend is; a value that is no JSON refused
+    s("progress ok", lambda: echomq.report_progress(conn, q, keep.id, keep.token, {"pct": 50}))
+    s("progress gone", lambda: echomq.report_progress(conn, q, "nosuch", 1, 1))
+    s("progress stale", lambda: echomq.report_progress(conn, q, keep.id, keep.token + 1, 2))
+    s("progress not active", lambda: echomq.report_progress(conn, q, first.id, first.token, 3))
+    s("progress not json", lambda: echomq.report_progress(conn, q, keep.id, keep.token, {1j}))
     # out of range: one bound, refused before the wire by both (nothing changes)
     s("extend too long", lambda: echomq.extend_lock(conn, q, keep.id, keep.token, 10**16))
     s("claim too long", lambda: echomq.claim(conn, q, lease_ms=10**16))
@@ -156,6 +201,7 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     [short] = s("claim short 3", lambda: echomq.claim(conn, q, lease_ms=SHORT))
     wait_lapsed(conn.redis, q, short.id)
     s("stalled dead", lambda: echomq.stalled_check(conn, q))
+    rec.named.update(stalled=short.id)
     s("stalled nothing", lambda: echomq.stalled_check(conn, q))
     # one job twice in one batch: settled once, the second answers not active
     s(
@@ -196,6 +242,20 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
                                                         newest_first=False))
     s("purge completed keep 1", lambda: echomq.purge(conn, q, "completed", keep=1))
     s("purge dead", lambda: echomq.purge(conn, q, "dead"))
+    # retention on a declared queue: nothing unfolded goes, by purge or by complete's keep
+    s("declare", lambda: echomq.archive.declare(conn, q))
+    s("add retained", lambda: echomq.add_many(conn, q, [1, 2], job_ids=["r1", "r2"]))
+    kept: list[ClaimedJob] = s("claim retained", lambda: [
+        j for j in echomq.claim(conn, q, lease_ms=LONG, count=20) if j.id in ("r1", "r2")])
+    s("complete retained", lambda: [echomq.complete(conn, q, j.id, j.token, "k") for j in kept])
+    s("purge unfolded", lambda: purge_counted(conn, q, "completed"))
+    r1 = echomq.get_job(conn, q, "r1")
+    s("fold mark r1", lambda: conn.redis.hset(conn.keys(q).meta, "folded", r1 and r1.entry or ""))
+    s("purge folded", lambda: purge_counted(conn, q, "completed", older_than_ms=0))
+    s("add r3", lambda: echomq.add(conn, q, 3, job_id="r3"))
+    [r3] = s("claim r3", lambda: [
+        j for j in echomq.claim(conn, q, lease_ms=LONG, count=20) if j.id == "r3"])
+    s("complete keep 0 unfolded", lambda: echomq.complete(conn, q, r3.id, r3.token, "k", keep=0))
     s("get_job", lambda: echomq.get_job(conn, q, short.id))
     s("counts", lambda: echomq.counts(conn, q))
     s("metrics", lambda: echomq.metrics(conn, q))
@@ -223,6 +283,7 @@ def records(server_url: str) -> Iterator[tuple[Record, Record]]:
         out.append(scenario(conn, f"conf-{name}-{tag}"))
     yield out[0], out[1]
     for rec in out:
+        rec._pubsub.close()
         rec.conn.close()
 
 
@@ -267,6 +328,11 @@ def test_the_scenario_exercises_every_reply(records: tuple[Record, Record]) -> N
     assert outcomes["complete_many twice"][1][1][0] == "NotActive"
     assert len(recovered.recovered) == 1 and recovered.dead == []
     assert dead.recovered == [] and dead.dead == recovered.recovered
+    # the one completed row left from before the declaration goes; r1 and r2 wait
+    assert outcomes["purge unfolded"] == ("ok", echomq.Purged("completed", 1, 2))
+    assert outcomes["purge folded"] == ("ok", echomq.Purged("completed", 1, 1))
+    completed = [n for n in scripts.steps[-4][2] if n.startswith("job:r")]
+    assert completed == ["job:r2", "job:r3"]
 
 
 def test_both_executors_give_the_same_replies(records: tuple[Record, Record]) -> None:
@@ -274,6 +340,33 @@ def test_both_executors_give_the_same_replies(records: tuple[Record, Record]) ->
     assert [s[0] for s in scripts.steps] == [s[0] for s in functions.steps]
     for (label, want, _), (_, got, _) in zip(scripts.steps, functions.steps, strict=True):
         assert got == want, label
+
+
+def test_both_executors_publish_the_same_news(records: tuple[Record, Record]) -> None:
+    scripts, functions = records
+    assert scripts.news == functions.news
+
+
+def test_settles_publish_only_while_someone_listens(records: tuple[Record, Record]) -> None:
+    scripts, _ = records
+    news = {label: [json.loads(m) for m in heard] for label, heard in scripts.news.items()}
+    # before the mark: the settles and the adds publish nothing on the job channel
+    assert news["complete"] == [] and news["add"] == [] and news["claim 3"] == []
+    completed = news["complete_many"]
+    assert completed == [{"event": "completed", "job": scripts.named["second"]}]
+    keep = scripts.named["keep"]
+    assert news["complete_many twice"] == [{"event": "cancelled", "job": keep}]
+    assert [m["event"] for m in news["fail retrying"]] == ["failed"]
+    assert news["fail retrying"][0]["reason"] == "boom"
+    assert [m["event"] for m in news["fail dead"]] == ["dead"]
+    assert news["fail dead"][0]["job"] == "once"
+    assert news["stalled dead"] == [
+        {"event": "dead", "job": scripts.named["stalled"], "reason": "stalled"}]
+    assert news["stalled recover"] == []
+    assert news["progress ok"] == [{"event": "progress", "job": keep, "value": {"pct": 50}}]
+    for refused in ("progress gone", "progress stale", "progress not active",
+                    "progress not json", "complete stale", "fail stale", "reap"):
+        assert news[refused] == [], refused
 
 
 def test_both_executors_leave_the_same_keyspace(records: tuple[Record, Record]) -> None:

@@ -185,8 +185,8 @@ def test_a_real_error_reply_arrives_as_its_reason(conn: echomq.Connection, queue
 def test_the_registry_refuses_a_call_with_the_wrong_key_count(
         conn: echomq.Connection, queue: str) -> None:
     keys = Keys(queue)
-    with pytest.raises(echomq.InvalidKey, match="purge takes 1 keys, got 2"):
-        conn.executor.run("purge", [keys.dead, keys.completed], [keys.base, 0, 10])
+    with pytest.raises(echomq.InvalidKey, match="purge takes 2 keys, got 1"):
+        conn.executor.run("purge", [keys.dead], [keys.base, 0, 10, -1, 0])
     with pytest.raises(echomq.InvalidKey, match="claim takes 3 keys, got 1"):
         conn.executor.run_many([("claim", [keys.pending], [keys.base, 1000, 1])])
     assert echomq.counts(conn, queue).as_dict()["dead"] == 0

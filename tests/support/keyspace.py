@@ -18,7 +18,7 @@ from echomq.queue.keys import Keys
 # A score at or above this is a millisecond timestamp (2001 onwards), not a priority/seq.
 _TIME_FLOOR = 1_000_000_000_000
 TIME_FIELDS = frozenset({"created_at", "claimed_at", "finished_at", "at", "started_at",
-                         "entry"})
+                         "entry", "folded"})
 _TIME_SCORED = frozenset({"scheduled", "active", "completed", "dead"})
 
 

@@ -80,3 +80,43 @@ local function emq_record(p, id, outcome, result, attempts, now, created, starte
   end
   return redis.call('XADD', p .. 'completions', '*', unpack(fields))
 end
+
+-- stream id a <= b, compared as numbers (ms, then sequence): '10-0' sorts after '9-5'
+local function emq_id_le(a, b)
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  if not am or not bm then return false end
+  am, bm = tonumber(am), tonumber(bm)
+  if am ~= bm then return am < bm end
+  return tonumber(as) <= tonumber(bs)
+end
+
+-- retention's one rule: may a finished row be forgotten? On an undeclared queue always;
+-- on a declared one only once the archive folded its outcome (its `entry` at or below
+-- the meta hash's `folded`, the floor's checkpoint). A row with no entry finished before
+-- the declaration: nothing of it is waiting for the archive.
+local function emq_forgettable(declared, folded, entry)
+  if not declared or not entry then return true end
+  return folded ~= false and folded ~= nil and emq_id_le(entry, folded)
+end
+
+-- the meta hash's retention view: is the stream declared, and how far has it folded?
+local function emq_fold_mark(meta_key)
+  local meta = redis.call('HMGET', meta_key, 'stream', 'folded')
+  return meta[1] == '1', meta[2]
+end
+
+-- is anyone listening for per-job news (echomq.wait, echomq.events)? Their mark is a
+-- key with a TTL that they keep alive; a settling call checks it ONCE, so a queue nobody
+-- watches pays one EXISTS per call and publishes nothing
+local function emq_listened(p)
+  return redis.call('EXISTS', p .. 'listeners') == 1
+end
+
+-- tell the listeners one job's news on the queue's job-events channel (never on the
+-- events channel, where every Consumer listens for wakeups and cancels)
+local function emq_tell(p, kind, id, reason)
+  local msg = '{"event":"' .. kind .. '","job":' .. cjson.encode(id)
+  if reason then msg = msg .. ',"reason":' .. cjson.encode(reason) end
+  redis.call('PUBLISH', p .. 'job-events', msg .. '}')
+end

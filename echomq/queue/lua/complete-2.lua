@@ -2,9 +2,11 @@
   KEYS[1] active   KEYS[2] completed
   ARGV[1] queue base   ARGV[2] record ('1': always append to the outcome stream;
   otherwise only when the stream is declared)   ARGV[3] keep (completed rows to keep;
-  -1 keeps all)   ARGV[4..] quadruples (id, token, outcome 'completed'|'cancelled', result); at most 1000
+  -1 keeps all; on a declared queue a row the archive has not folded is never dropped)   ARGV[4..] quadruples (id, token, outcome 'completed'|'cancelled', result); at most 1000
   Returns: one code per job, checked in the seed's order:
     1 settled   -1 no such row   -2 stale token   -3 not in active
+  When someone listens (the `listeners` mark: one EXISTS per call), each settled job is
+  told on the job-events channel as 'completed' or 'cancelled'.
   A cancelled job is a completion whose result is 'cancelled:<reason>'. ]]
 local p = ARGV[1]
 local now = emq_now()
@@ -16,6 +18,7 @@ local recording = emq_recording(p, ARGV[2])
 local codes = {}
 local done = {}
 local finished = {}
+local outcomes = {}
 for n, id in ipairs(ids) do
   local i = 4 * n
   local token, outcome, result = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
@@ -42,6 +45,7 @@ for n, id in ipairs(ids) do
     end
     finished[#finished + 1] = now
     finished[#finished + 1] = id
+    outcomes[#outcomes + 1] = outcome
     if row[2] then
       redis.call('ZREM', KEYS[1], id)
       emq_release_slot(p, row[2])
@@ -55,16 +59,28 @@ if #finished > 0 then
   redis.call('ZREM', KEYS[1], unpack(settled))
   redis.call('ZADD', KEYS[2], unpack(finished))
   redis.call('HINCRBY', p .. 'metrics:completed', 'count', #settled)
+  if emq_listened(p) then
+    for n, id in ipairs(settled) do emq_tell(p, outcomes[n], id) end
+  end
 end
--- retention: drop the oldest completed rows beyond `keep` (bounded per call)
+-- retention: drop the oldest completed rows beyond `keep` (bounded per call); on a
+-- declared queue only those the archive has folded, stopping at the first it has not
 local keep = tonumber(ARGV[3])
 if keep >= 0 then
   local excess = redis.call('ZCARD', KEYS[2]) - keep
   if excess > 0 then
     if excess > 1000 then excess = 1000 end
     local old = redis.call('ZRANGE', KEYS[2], 0, excess - 1)
-    for _, id in ipairs(old) do redis.call('DEL', p .. 'job:' .. id) end
-    redis.call('ZREMRANGEBYRANK', KEYS[2], 0, excess - 1)
+    local declared, folded = emq_fold_mark(p .. 'meta')
+    local dropped = 0
+    for _, id in ipairs(old) do
+      local jk = p .. 'job:' .. id
+      if declared and not emq_forgettable(declared, folded, redis.call('HGET', jk, 'entry'))
+      then break end
+      redis.call('DEL', jk)
+      dropped = dropped + 1
+    end
+    if dropped > 0 then redis.call('ZREMRANGEBYRANK', KEYS[2], 0, dropped - 1) end
   end
 end
 return codes

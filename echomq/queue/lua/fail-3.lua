@@ -10,7 +10,9 @@
   counted from the row's tries_base (set by retry_dead-1.lua: a retried dead job
   starts its tries afresh while its attempts, the token, only ever goes up).
   The delay is base * 2^(tries - 1), capped. A dead-letter is appended to the
-  outcome stream when it is declared. ]]
+  outcome stream when it is declared. When someone listens (the `listeners` mark), the
+  job is told on the job-events channel: 'failed' (a retry is scheduled) or 'dead',
+  with the error as the reason. ]]
 local p = ARGV[1]
 local id = ARGV[2]
 local jk = p .. 'job:' .. id
@@ -29,6 +31,7 @@ if ARGV[8] ~= '1' and tries < tonumber(row[2]) then
   if delay > cap then delay = cap end
   redis.call('HSET', jk, 'state', 'scheduled', 'last_error', ARGV[4])
   redis.call('ZADD', KEYS[2], now + math.floor(delay), id)
+  if emq_listened(p) then emq_tell(p, 'failed', id, ARGV[4]) end
   return 1
 end
 redis.call('HSET', jk, 'state', 'dead', 'last_error', ARGV[4], 'finished_at', now)
@@ -38,4 +41,5 @@ if emq_recording(p, ARGV[7]) then
   local entry = emq_record(p, id, 'dead', ARGV[4], row[1], now, row[5], row[6])
   redis.call('HSET', jk, 'entry', entry)
 end
+if emq_listened(p) then emq_tell(p, 'dead', id, ARGV[4]) end
 return 2

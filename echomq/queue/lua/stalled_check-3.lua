@@ -16,7 +16,9 @@
     a lease with no lease_epoch, or one from an earlier server run, is recovered
     without counting (a restart is never a stall);
     a ghost is only removed from active and listed nowhere;
-    a grouped lapsed row refuses the whole call: 'EMQSTATE stalled lane not native'. ]]
+    a grouped lapsed row refuses the whole call: 'EMQSTATE stalled lane not native'.
+  When someone listens (the `listeners` mark, checked once per call), each dead-letter
+  is told on the job-events channel as 'dead' with the reason 'stalled'. ]]
 local p = ARGV[1]
 local maxst = tonumber(ARGV[2])
 local lim = tonumber(ARGV[3])
@@ -43,6 +45,7 @@ local now = emq_now()
 local exp = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, lim)
 local recovered = {}
 local dead = {}
+local listened = nil
 
 local function dead_letter(jk, id, attempts, created)
   redis.call('HSET', jk, 'state', 'dead', 'last_error', 'stalled', 'finished_at', now)
@@ -54,6 +57,8 @@ local function dead_letter(jk, id, attempts, created)
     redis.call('HSET', jk, 'entry', entry)
   end
   dead[#dead + 1] = id
+  if listened == nil then listened = emq_listened(p) end
+  if listened then emq_tell(p, 'dead', id, 'stalled') end
 end
 
 local function recover(jk, id, g)

@@ -1,0 +1,46 @@
+--[[ fold_mark: tell the queue how far its outcome stream is folded into the floor, so
+  that retention may forget the rows whose outcomes the archive holds.
+
+  KEYS[1] the lease key (emq:{q}:archive-lease)
+  KEYS[2] the queue's meta hash (emq:{q}:meta): its `folded` field is the mark
+  ARGV[1] our token   ARGV[2] the floor's checkpoint (the last stream id committed)
+  ARGV[3] the archive this driver writes (its remote, else its floor): claimed as the
+          archive of record when the declaration names none, as fold_trim does
+  ARGV[4] another archive this driver writes (its floor), or '' for none
+
+  The mark never moves backwards: a checkpoint at or below it changes nothing.
+
+  Replies:
+    1   the mark moved to ARGV[2]
+    0   the mark was already at or past ARGV[2]
+   -1   lease lost: nothing marked
+   -2   the stream is not declared: nothing marked
+   -3   the archive of record is another one: nothing marked
+]]
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return -1
+end
+if redis.call('HGET', KEYS[2], 'stream') ~= '1' then
+  return -2
+end
+local record = redis.call('HGET', KEYS[2], 'archive')
+if record == false then
+  redis.call('HSET', KEYS[2], 'archive', ARGV[3])
+elseif record ~= ARGV[3] and (ARGV[4] == '' or record ~= ARGV[4]) then
+  return -3
+end
+local function parse(id)
+  local ms, seq = string.match(id or '', '^(%d+)-(%d+)$')
+  if not ms then return nil end
+  return tonumber(ms), tonumber(seq)
+end
+local new_ms, new_seq = parse(ARGV[2])
+if not new_ms then
+  return redis.error_reply('EMQ.FOLD_MARK checkpoint is not a stream id')
+end
+local old_ms, old_seq = parse(redis.call('HGET', KEYS[2], 'folded'))
+if old_ms and (old_ms > new_ms or (old_ms == new_ms and old_seq >= new_seq)) then
+  return 0
+end
+redis.call('HSET', KEYS[2], 'folded', ARGV[2])
+return 1
