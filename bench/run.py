@@ -1,7 +1,9 @@
-"""``python bench/run.py [consumer|archive|retention]``: run the benchmarks and print one table."""
+"""``python bench/run.py [SECTION...]``: run the benchmarks (all sections by default) and print
+one table."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -11,26 +13,27 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
+SECTIONS = {
+    "consumer": ("bench_consumer", "main"),
+    "archive": ("bench_archive", "rows"),
+    "retention": ("bench_retention", "rows"),
+    "bulk": ("bench_bulk", "rows"),
+}
+"""Every section: its module under bench/ and the function that yields (measure, value)."""
+
+
 def main() -> None:
-    which = sys.argv[1:] or ["consumer", "archive"]
+    which = sys.argv[1:] or list(SECTIONS)
+    unknown = [name for name in which if name not in SECTIONS]
+    if unknown:
+        raise SystemExit(f"unknown section(s) {unknown}; choose from {list(SECTIONS)}")
     table = Table(title="EchoMQ benchmarks (medians of 3; same machine, same run)")
     table.add_column("measure")
     table.add_column("value", justify="right")
-    if "consumer" in which:
-        import bench_consumer
-
-        for name, value in bench_consumer.main():
-            table.add_row(name, value)
-    if "archive" in which:
-        import bench_archive
-
-        for name, value in bench_archive.rows():
-            table.add_row(name, value)
-    if "retention" in which:
-        import bench_retention
-
-        for name, value in bench_retention.rows():
-            table.add_row(name, value)
+    for name in which:
+        module, function = SECTIONS[name]
+        for measure, value in getattr(importlib.import_module(module), function)():
+            table.add_row(measure, value)
     Console().print(table)
 
 

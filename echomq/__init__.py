@@ -13,6 +13,7 @@ from echomq.errors import (
     ConnectionFailed,
     ConsumerCrashed,
     EchoMQError,
+    HistoryNotArchived,
     InvalidArgument,
     InvalidKey,
     JobGone,
@@ -23,6 +24,7 @@ from echomq.errors import (
     NotCancellable,
     NotRemovable,
     NotScheduled,
+    QueueBusy,
     RemoteUnavailable,
     StaleToken,
     StreamUnavailable,
@@ -43,6 +45,7 @@ from echomq.models import (
     StalledSweep,
 )
 from echomq.queue.admin import counts, dead_jobs, get_job, metrics, set_group_limit
+from echomq.queue.bulk import drain, obliterate
 from echomq.queue.claim import claim
 from echomq.queue.connection import Connection, connect
 from echomq.queue.control import is_paused, pause, promote, resume, retry_dead
@@ -93,6 +96,7 @@ __all__ = [
     "Event",
     "EventKind",
     "EventStream",
+    "HistoryNotArchived",
     "InvalidArgument",
     "InvalidKey",
     "Job",
@@ -106,6 +110,7 @@ __all__ = [
     "NotRemovable",
     "NotScheduled",
     "Purged",
+    "QueueBusy",
     "RemoteUnavailable",
     "Retention",
     "RetentionReport",
@@ -124,6 +129,7 @@ __all__ = [
     "connect",
     "counts",
     "dead_jobs",
+    "drain",
     "events",
     "extend_lock",
     "fail",
@@ -131,6 +137,7 @@ __all__ = [
     "is_paused",
     "list_jobs",
     "metrics",
+    "obliterate",
     "pause",
     "promote",
     "publish",

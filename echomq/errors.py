@@ -52,6 +52,14 @@ class WaitTimeout(EchoMQError, TimeoutError):
         super().__init__(f"job {job_id!r} of queue {queue!r} did not finish within "
                          f"{timeout_s:g}s")
         self.queue, self.job_id, self.timeout_s = queue, job_id, timeout_s
+class QueueBusy(EchoMQError):
+    """A queue-wide operation met work it must not destroy: ``obliterate`` while jobs are
+    active, or an ``add`` while the queue is being obliterated."""
+
+
+class HistoryNotArchived(QueueBusy):
+    """``obliterate`` of a queue whose declared outcome stream still holds entries the
+    archive has not folded and trimmed: removing it would lose that history."""
 
 
 class LaneNotNative(EchoMQError):

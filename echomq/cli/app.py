@@ -36,6 +36,8 @@ COMMANDS = {
     "reap": "echomq.cli.queue:reap",
     "dead": "echomq.cli.queue:dead",
     "purge": "echomq.cli.queue:purge",
+    "drain": "echomq.cli.bulk:drain",
+    "obliterate": "echomq.cli.bulk:obliterate",
     "status": "echomq.cli.queue:status",
     "pause": "echomq.cli.control:pause",
     "resume": "echomq.cli.control:resume",

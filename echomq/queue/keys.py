@@ -22,6 +22,9 @@ PREFIX = "emq"
 # control character (C0, DEL and the C1 range).
 _FORBIDDEN = re.compile(r"[{}:\s\x00-\x1f\x7f-\x9f]")
 
+# what SCAN's MATCH reads as a pattern rather than as itself
+_GLOB = re.compile(r"[*?\[\]\\]")
+
 MAX_PREFIX_LENGTH = 64
 # Letters, digits and ``_.-``, in ``:``-separated parts: no brace (the hash tag), no
 # empty part, nothing a glob or a log would misread.
@@ -88,6 +91,12 @@ class Keys:
     def base(self) -> str:
         """``<prefix>:{q}:``: what the Lua scripts extend for rows, metrics and lanes."""
         return f"{self.prefix}:{{{self.queue}}}:"
+
+    @cached_property
+    def pattern(self) -> str:
+        """A SCAN ``MATCH`` pattern for every key of this queue and of no other: the base
+        with the glob characters a name may hold (``*?[]\\``) escaped, then ``*``."""
+        return _GLOB.sub(r"\\\g<0>", self.base) + "*"
 
     def job(self, job_id: str) -> str:
         return self.base + "job:" + check_name(job_id, "job id")

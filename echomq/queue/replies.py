@@ -14,6 +14,7 @@ import redis
 
 from echomq.errors import (
     EchoMQError,
+    HistoryNotArchived,
     InvalidArgument,
     InvalidKey,
     JobGone,
@@ -25,6 +26,7 @@ from echomq.errors import (
     NotDeclared,
     NotRemovable,
     NotScheduled,
+    QueueBusy,
     StaleToken,
 )
 
@@ -42,6 +44,9 @@ SCRIPT_CODES: dict[str, dict[int, type[EchoMQError]]] = {
     "fold_release": {},
     "fold_trim": {-1: LeaseLost, -2: NotDeclared, -3: NotArchiveOfRecord},
     "fold_mark": {-1: LeaseLost, -2: NotDeclared, -3: NotArchiveOfRecord},
+    "obliterate_begin": {-1: QueueBusy, -2: HistoryNotArchived},
+    "obliterate_keys": {-1: QueueBusy},
+    "obliterate_end": {-1: QueueBusy},
 }
 """Every failure code of a script with codes of its own (the rest are successes)."""
 
@@ -52,6 +57,8 @@ _MESSAGES: dict[type[EchoMQError], str] = {
     NotDeclared: "the outcome stream of {subject!r} is not declared; the archive never trims it",
     NotArchiveOfRecord: "the archive of record of {subject!r} is one this driver does not "
                         "write; it folds but never trims",
+    QueueBusy: "{verb} {subject!r}: the queue is no longer marked for obliteration (another "
+               "obliterate ended it first)",
 }
 
 ERROR_PREFIXES: dict[str, type[EchoMQError]] = {
@@ -59,6 +66,8 @@ ERROR_PREFIXES: dict[str, type[EchoMQError]] = {
     "EMQSTATE": LaneNotNative,
     "EMQ.EXTEND keys": InvalidKey,
     "EMQ.STALLED.CHECK keys": InvalidKey,
+    "EMQ.OBLITERATE key": InvalidKey,
+    "EMQBUSY": QueueBusy,
     "EMQ.": InvalidArgument,
 }
 

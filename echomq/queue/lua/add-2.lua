@@ -4,8 +4,12 @@
   ARGV[4] max_attempts   ARGV[5] group ('' = none)   ARGV[6] name ('' = none)
   ARGV[7..] pairs of (job id or '' for a generated one, payload JSON)
   Returns: the list of ids, one per pair. A given id whose row exists is returned
-  as it is and nothing about it changes (idempotent add). ]]
+  as it is and nothing about it changes (idempotent add).
+  'EMQBUSY queue is being obliterated' while obliterate removes the queue: nothing added. ]]
 local p = ARGV[1]
+if redis.call('HGET', p .. 'meta', 'obliterating') == '1' then
+  return redis.error_reply('EMQBUSY queue is being obliterated')
+end
 local delay = tonumber(ARGV[2])
 local priority = ARGV[3]
 local g = ARGV[5]

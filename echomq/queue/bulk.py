@@ -1,0 +1,118 @@
+"""Whole-queue removals: ``drain`` (every waiting job) and ``obliterate`` (every key).
+
+Both run as Lua transitions in batches of at most :data:`BULK_BATCH` deletions per call,
+so a queue of a million jobs never holds the server for long: other clients' commands run
+between the batches. Each batch is atomic; the whole is not (see each verb for what a
+concurrent add or settle meets).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from echomq.errors import InvalidArgument, QueueBusy
+from echomq.queue import transitions
+from echomq.queue.connection import Connection
+from echomq.queue.keys import Keys
+from echomq.queue.transitions import BULK_BATCH
+
+SCAN_PASSES = 3
+"""How many SCAN passes obliterate makes at most: the first removes the queue, the next
+confirm that nothing wrote to it meanwhile (a forced settle's stalled sweep, a lease)."""
+
+
+def drain(conn: Connection, queue: str, *, scheduled: bool = True) -> int:
+    """Remove every pending job of ``queue`` (the pending set and every group's lane; an
+    emptied lane leaves the ring) and, with ``scheduled``, every scheduled job (a retry
+    waiting for its backoff is a scheduled job): their rows and their set entries.
+
+    Active jobs are untouched and settle as usual; completed and dead jobs stay. Returns
+    how many jobs were removed. Batched (:func:`drain_batches`): a job added while the drain
+    runs may be removed or kept.
+    """
+    return sum(drain_batches(conn, queue, scheduled=scheduled))
+
+
+def drain_batches(conn: Connection, queue: str, *, scheduled: bool = True,
+                  batch: int = BULK_BATCH) -> Iterator[int]:
+    """:func:`drain`, one Lua call per step: yields how many jobs each call removed (never
+    more than ``batch``, at most :data:`BULK_BATCH`)."""
+    keys = conn.keys(queue)
+    if batch > BULK_BATCH:
+        raise InvalidArgument(f"batch must be at most {BULK_BATCH}, got {batch}")
+    position = transitions.DRAIN_START
+    while position != transitions.DRAIN_DONE:
+        removed, position = transitions.drained(
+            conn.executor.run(*transitions.drain_call(keys, position, scheduled, batch)))
+        yield removed
+
+
+def obliterate(conn: Connection, queue: str, *, force: bool = False) -> int:
+    """Remove every key of ``queue``: rows in every state, the state sets, lanes, ring,
+    group counters and limits, metrics, the outcome stream, the archive lease, any key a
+    crash left behind under the queue's base, and last its meta hash; then take it out of
+    the declared set. Returns how many keys were removed.
+
+    Refuses, changing nothing, with :class:`~echomq.errors.QueueBusy` while jobs are
+    active, and with :class:`~echomq.errors.HistoryNotArchived` while its declared outcome
+    stream holds entries the archive has not folded and trimmed; ``force`` skips both
+    (a forced worker's settle then finds no job).
+
+    While it runs the queue is paused (claim hands out nothing) and marked: an ``add``
+    raises ``QueueBusy`` rather than land in a queue being taken apart. Once it returns
+    the name is free, and an add starts a new, empty queue. Interrupted, the queue stays
+    paused and marked: obliterate again to finish.
+    """
+    return sum(obliterate_batches(conn, queue, force=force))
+
+
+def obliterate_batches(conn: Connection, queue: str, *, force: bool = False
+                       ) -> Iterator[int]:
+    """:func:`obliterate`, one Lua call per step: yields how many keys each call removed
+    (never more than :data:`BULK_BATCH`). The first step checks and marks the queue (it
+    yields 0); nothing is removed when it refuses."""
+    keys = conn.keys(queue)
+    transitions.obliterate_begun(
+        conn.executor.run(*transitions.obliterate_begin_call(keys, force)), queue)
+    yield 0
+    for _ in range(SCAN_PASSES):
+        found = 0
+        for batch in _key_batches(conn, keys):
+            removed = transitions.obliterated_keys(
+                conn.executor.run(*transitions.obliterate_keys_call(keys, batch)), queue)
+            found += len(batch)
+            yield removed
+        if found == 0:
+            break
+    else:
+        raise QueueBusy(f"obliterate {queue!r}: keys kept appearing under it through "
+                        f"{SCAN_PASSES} passes; stop what writes to it, then obliterate "
+                        "again (it stays paused and marked)")
+    yield transitions.obliterate_ended(
+        conn.executor.run(*transitions.obliterate_end_call(keys)), queue)
+    # another slot: the declared set is one key per prefix, never touched by queue Lua
+    conn.redis.srem(conn.declared_set, queue)
+
+
+def _key_batches(conn: Connection, keys: Keys) -> Iterator[list[str]]:
+    """One SCAN pass over the queue's keys but its meta hash, in batches of at most
+    :data:`BULK_BATCH`."""
+    batch: list[str] = []
+    for key in conn.redis.scan_iter(match=keys.pattern, count=BULK_BATCH):
+        if key == keys.meta:
+            continue
+        batch.append(str(key))
+        if len(batch) == BULK_BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def unarchived_entries(conn: Connection, queue: str) -> int:
+    """How many outcome entries ``obliterate`` would lose: the declared stream's length
+    (the archive trims what it folded), 0 when the stream is not declared."""
+    keys = conn.keys(queue)
+    if conn.redis.hget(keys.meta, "stream") != "1":
+        return 0
+    return int(conn.redis.xlen(keys.completions))

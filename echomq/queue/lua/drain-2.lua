@@ -1,0 +1,64 @@
+--[[ drain: remove pending jobs (the pending set and every group's lane) and, when asked,
+  scheduled jobs: their rows and their set entries, at most `budget` per call.
+  KEYS[1] pending   KEYS[2] scheduled
+  ARGV[1] queue base   ARGV[2] budget (rows deleted + lanes visited, at most 1000)
+  ARGV[3] where to go on: 'pending' (the start), 'lanes:<SSCAN cursor of groups>:<lanes
+          of that batch already emptied>', 'scheduled'   ARGV[4] '1' = scheduled jobs go too
+  Returns: {jobs removed by this call, where the next call goes on ('done': nothing left)}.
+  A lane this call empties leaves the ring. Active, completed and dead jobs are untouched:
+  an active grouped job settles as usual and its group finds an empty lane. ]]
+local p = ARGV[1]
+local budget = tonumber(ARGV[2])
+local pos = ARGV[3]
+local removed = 0
+
+-- up to `budget` ids from the head of a sorted set, with their rows
+local function take(set)
+  if budget <= 0 then return 0 end
+  local ids = redis.call('ZRANGE', set, 0, budget - 1)
+  if #ids == 0 then return 0 end
+  local rows = {}
+  for i, id in ipairs(ids) do rows[i] = p .. 'job:' .. id end
+  redis.call('DEL', unpack(rows))
+  redis.call('ZREMRANGEBYRANK', set, 0, #ids - 1)
+  budget = budget - #ids
+  removed = removed + #ids
+  return #ids
+end
+
+if pos == 'pending' then
+  take(KEYS[1])
+  if budget <= 0 then return {removed, pos} end
+  pos = 'lanes:0:0'
+end
+
+if string.sub(pos, 1, 6) == 'lanes:' then
+  -- lanes:<cursor>:<skip>: the SSCAN batch of `cursor`, past the `skip` lanes emptied
+  local cursor, skip = string.match(pos, '^lanes:(%d+):(%d+)$')
+  skip = tonumber(skip)
+  repeat
+    local scan = redis.call('SSCAN', p .. 'groups', cursor, 'COUNT', 100)
+    for i, g in ipairs(scan[2]) do
+      if i > skip then
+        local lane = p .. 'lane:' .. g
+        local took = take(lane)
+        local left = redis.call('ZCARD', lane)
+        if took > 0 and left == 0 then redis.call('LREM', p .. 'ring', 0, g) end
+        budget = budget - 1  -- a lane visited counts against the budget too
+        if budget <= 0 then
+          if left == 0 then return {removed, 'lanes:' .. cursor .. ':' .. i} end
+          return {removed, 'lanes:' .. cursor .. ':' .. (i - 1)}
+        end
+      end
+    end
+    cursor = scan[1]
+    skip = 0
+  until cursor == '0'
+  pos = 'scheduled'
+end
+
+if pos == 'scheduled' and ARGV[4] == '1' then
+  take(KEYS[2])
+  if budget <= 0 then return {removed, pos} end
+end
+return {removed, 'done'}
