@@ -268,8 +268,9 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
 def bulk_steps(conn: echomq.Connection, q: str, s: Callable[[str, Callable[[], Any]], Any]
                ) -> None:
     """drain and obliterate, each refusal included, down to an empty keyspace."""
+    # two pending of their own: the retention steps above claimed every pending job
     s("add to drain", lambda: [echomq.add(conn, q, {"d": 1}, delay_ms=LONG),
-                               echomq.add(conn, q, {"d": 2})])
+                               *echomq.add_many(conn, q, [{"d": 2}, {"d": 3}])])
     s("counts before drain", lambda: echomq.counts(conn, q).as_dict())
     s("drain keep scheduled", lambda: echomq.drain(conn, q, scheduled=False))
     s("drain", lambda: echomq.drain(conn, q))
@@ -366,7 +367,11 @@ def test_the_scenario_exercises_every_reply(records: tuple[Record, Record]) -> N
     assert f"{before['active']} jobs are active" in outcomes["obliterate busy"][2]
     settled = outcomes["settle the rest, recorded"][1]
     assert settled == [None] * before["active"]
-    assert f"holds {before['active']} entries" in outcomes["obliterate unarchived"][2]
+    # the stream holds the settled rest and what the retention steps recorded before them
+    at = [label for label, _, _ in scripts.steps].index("settle the rest, recorded")
+    stream = scripts.raw[at]["completions"][1]
+    assert len(stream) == before["active"] + 3  # r1, r2, r3
+    assert f"holds {len(stream)} entries" in outcomes["obliterate unarchived"][2]
     assert outcomes["obliterate force"][0] == "ok"
 
 
