@@ -18,6 +18,7 @@ SECTIONS = {
     "archive": ("bench_archive", "rows"),
     "retention": ("bench_retention", "rows"),
     "bulk": ("bench_bulk", "rows"),
+    "metrics": ("bench_metrics", "rows"),
     "web": ("bench_web", "rows"),
 }
 """Every section: its module under bench/ and the function that yields (measure, value)."""

@@ -6,7 +6,7 @@ Every verb takes a connection explicitly; every failure raises a subclass of
 
 from typing import TYPE_CHECKING, Any
 
-from echomq import cancel
+from echomq import cancel, tracing
 from echomq.errors import (
     ArchiveError,
     ChecksumMismatch,
@@ -152,5 +152,6 @@ __all__ = [
     "set_group_limit",
     "set_retention",
     "stalled_check",
+    "tracing",
     "wait",
 ]

@@ -20,12 +20,13 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "echomq"
 
 PARTS: dict[str, tuple[str, ...]] = {
-    "substrate": ("echomq.errors", "echomq.models", "echomq.queue"),
+    "substrate": ("echomq.errors", "echomq.models", "echomq.queue", "echomq.tracing"),
     "launchers": ("echomq.servers.process", "echomq.servers.valkey", "echomq.servers.shared"),
     "dev-servers": ("echomq.servers",),
     "jobs": ("echomq.jobs", "echomq.cancel"),
     "worker": ("echomq.worker",),
     "archive": ("echomq.archive",),
+    "metrics": ("echomq.metrics",),
     "faces": ("echomq.cli", "echomq.demo", "echomq.__main__", "echomq.archive.__main__",
               "echomq.web"),
     "facade": ("echomq",),
@@ -39,6 +40,7 @@ ALLOWED: dict[str, set[str]] = {
     "jobs": {"substrate", "jobs"},
     "worker": {"substrate", "jobs", "worker"},
     "archive": {"substrate", "archive"},
+    "metrics": {"substrate", "archive", "metrics"},
     "dev-servers": {"dev-servers", "launchers", "substrate", "archive"},
     "faces": set(PARTS),
     "facade": {"substrate", "jobs", "worker", "archive"},  # archive: lazily, on first use

@@ -201,7 +201,10 @@ class Driver(StreamChecks, UploadSteps):
         except ArchiveError as exc:
             exc.report = tally.freeze(self._checkpoint_or_unknown(queue), repr(exc))  # type: ignore[attr-defined]
             raise
-        return tally.freeze(self.floor.checkpoint(queue))
+        report = tally.freeze(self.floor.checkpoint(queue))
+        # for echomq_archive_last_fold_duration_seconds: the floor is what a scrape reads
+        self.floor.record_fold(queue, report.seconds, int(time.time() * 1000))
+        return report
 
     def _fold_slices(self, keys: Keys, queue: str, lease: FoldLease, tally: _Tally) -> None:
         """Repair what an earlier fold left (upload, trim), then fold slice by slice."""

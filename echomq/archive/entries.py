@@ -1,7 +1,8 @@
 """Archived outcomes: one stream entry, parsed once, or quarantined when it is malformed.
 
 The queue's Lua writes each settled outcome to ``emq:{q}:completions`` with the fields
-``job``, ``outcome``, ``result``, ``attempts``, ``at`` and, when known, ``created_at``.
+``job``, ``outcome``, ``result``, ``attempts``, ``at`` and, when known, ``created_at`` and
+``started_at`` (the last claim's time; entries written before it was recorded lack it).
 Parsing is strict about what audit queries rely on (job, outcome, attempts, settle time)
 and lenient about the rest: anything else is kept verbatim in ``extra``. An entry that
 fails the strict part is never dropped; it is quarantined with its raw fields.
@@ -25,7 +26,7 @@ from echomq.queue.keys import check_name
 
 _INT = re.compile(r"-?[0-9]+\Z")
 _STREAM_ID = re.compile(r"([0-9]+)-([0-9]+)\Z")
-_KNOWN = frozenset({"job", "outcome", "result", "attempts", "at", "created_at"})
+_KNOWN = frozenset({"job", "outcome", "result", "attempts", "at", "created_at", "started_at"})
 MAX_U64 = 2**64 - 1
 _PACK = struct.Struct(">QQ").pack
 
@@ -114,6 +115,7 @@ class ArchivedEntry:
     at: int
     created_at: int | None = None
     extra: tuple[tuple[str, str], ...] = ()
+    started_at: int | None = None
 
     @property
     def at_datetime(self) -> datetime:
@@ -129,6 +131,7 @@ class ArchivedEntry:
             "attempts": self.attempts,
             "at": self.at,
             "created_at": self.created_at,
+            "started_at": self.started_at,
         }
         if self.extra:
             out["extra"] = dict(self.extra)
@@ -204,11 +207,11 @@ def parse_entry(
     reason = malformed_reason(fields)
     if reason is not None:
         return QuarantinedEntry(stream_id, queue, tuple(fields.items()), reason)
-    created = fields.get("created_at")
-    created_at = int(created) if created is not None and _INT.match(created) else None
+    created_at, started_at = _time(fields, "created_at"), _time(fields, "started_at")
     extra = tuple((k, v) for k, v in fields.items() if k not in _KNOWN)
-    if created is not None and created_at is None:
-        extra += (("created_at", created),)  # kept verbatim: not an integer
+    for name, value in (("created_at", created_at), ("started_at", started_at)):
+        if name in fields and value is None:
+            extra += ((name, fields[name]),)  # kept verbatim: not an integer
     return ArchivedEntry(
         stream_id=stream_id,
         queue=queue,
@@ -219,7 +222,14 @@ def parse_entry(
         at=int(fields["at"]),
         created_at=created_at,
         extra=extra,
+        started_at=started_at,
     )
+
+
+def _time(fields: Mapping[str, str], name: str) -> int | None:
+    """An optional ms field as an integer, or ``None`` when absent or not an integer."""
+    value = fields.get(name)
+    return int(value) if value is not None and _INT.match(value) else None
 
 
 def entry_line(stream_id: str, fields: Mapping[str, str]) -> bytes:

@@ -201,6 +201,21 @@ class Floor(GapLedger, DigestChain):
 
         self._write(txn_fn)
 
+    def record_fold(self, queue: str, seconds: float, at_ms: int) -> None:
+        """Remember how long the last completed fold of ``queue`` took (read by metrics)."""
+        def txn_fn(txn: Txn, dbs: Dbs) -> None:
+            state = self._state(txn, dbs, queue)
+            state["last_fold"] = {"seconds": seconds, "at": at_ms}
+            self._save(txn, dbs, queue, state)
+
+        self._write(txn_fn)
+
+    def last_fold(self, queue: str) -> tuple[float, int] | None:
+        """(seconds, finished at in ms) of the last completed fold, or ``None`` before one."""
+        with self._read() as (txn, dbs):
+            found = self._state(txn, dbs, queue).get("last_fold")
+        return None if found is None else (float(found["seconds"]), int(found["at"]))
+
     # -- reads for the driver -------------------------------------------------------------
 
     def checkpoint(self, queue: str) -> str:

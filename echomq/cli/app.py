@@ -50,6 +50,7 @@ COMMANDS = {
     "server": "echomq.cli.server:server",
     "archive": "echomq.cli.archive:archive",
     "demo": "echomq.cli.demo:demo",
+    "metrics": "echomq.cli.metrics:metrics",
     "wait": "echomq.cli.watch:wait",
     "events": "echomq.cli.watch:events",
     "dashboard": "echomq.cli.dashboard:dashboard",

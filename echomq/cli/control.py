@@ -40,7 +40,7 @@ def job_dict(job: Job) -> dict[str, Any]:
         "last_error": job.last_error, "result": job.result,
     }
     if "progress" in job.raw:
-        out["progress"] = job.raw["progress"]
+        out["progress"] = job.progress
     out |= {"created_at": _when(job.created_at), "claimed_at": _when(job.claimed_at),
             "finished_at": _when(job.finished_at), "entry": job.entry}
     return out

@@ -2,7 +2,8 @@
 
 A private Valkey (owned by the demo: it stops with it, even on ``kill -9``, and
 leaves nothing running), a local SeaweedFS S3 endpoint, a recording Consumer settling
-completed, cancelled and dead jobs, the APScheduler fold into an LMDB floor and
+completed, cancelled and dead jobs, an operator pausing and resuming it and retrying
+the dead job, the APScheduler fold into an LMDB floor and
 the bucket, the stream trimmed, Redis made to forget, an audit read from the
 floor, and a restore onto a fresh folder from the bucket alone. It uses the public API
 only (``echomq``, ``echomq.archive`` and the launchers), as a user's program would.
@@ -95,6 +96,25 @@ def run_demo(workdir: str | Path = ".echomq/demo") -> None:
     console.rule("done")
 
 
+def _steer(conn: echomq.Connection, poison: str) -> None:
+    """The operator's verbs on the running worker: pause, resume, retry a dead job."""
+    echomq.pause(conn, QUEUE)
+    held = echomq.add(conn, QUEUE, {"kind": "ok", "n": 23})
+    time.sleep(0.5)  # the worker is idle and woken by the add, but claims nothing
+    console.print(f"paused: job {held} waits ({echomq.counts(conn, QUEUE).pending} pending, "
+                  f"paused={echomq.is_paused(conn, QUEUE)}) while the worker idles")
+    echomq.resume(conn, QUEUE)
+    _wait(lambda: _state(conn, held) == echomq.JobState.COMPLETED)
+    console.print(f"resumed: job {held} ran at once")
+    moved = echomq.retry_dead(conn, QUEUE, [poison])
+    console.print(f"retry_dead: {moved} dead job back to pending with fresh tries")
+    _wait(lambda: (job := echomq.get_job(conn, QUEUE, poison)) is not None
+          and job.state == echomq.JobState.DEAD and job.retried == 1)
+    job = echomq.get_job(conn, QUEUE, poison)
+    console.print(f"poison job {poison}: dead again after {job and job.attempts} attempts "
+                  f"in all, retried {job and job.retried} time(s), last error kept")
+
+
 def _run(conn: echomq.Connection, remote: Any, root: Path) -> None:
     echomq.archive.declare(conn, QUEUE)
     ids = echomq.add_many(conn, QUEUE, [{"kind": "ok", "n": n} for n in range(20)])
@@ -116,6 +136,7 @@ def _run(conn: echomq.Connection, remote: Any, root: Path) -> None:
         console.print(f"cancel {long}: {echomq.cancel.request(conn, QUEUE, long, 'demo')}")
         _wait(lambda: echomq.counts(conn, QUEUE).completed == 22
               and echomq.counts(conn, QUEUE).dead == 1)
+        _steer(conn, poison)
     finally:
         consumer.stop()
         worker.join()
@@ -125,7 +146,9 @@ def _run(conn: echomq.Connection, remote: Any, root: Path) -> None:
     console.print(f"flaky job {flaky}: completed on attempt {flaky_job and flaky_job.attempts}; "
                   f"poison job {poison}: {poison_job and poison_job.state}")
 
-    outcomes = len(ids) + 3  # every job's last outcome is one entry of the declared stream
+    # every outcome is one entry of the declared stream: the 23 jobs, the job added while
+    # paused, and the poison job's second death after its retry
+    outcomes = len(ids) + 5
     console.print(f"outcome stream: {outcomes} entries")
     echomq.set_retention(conn, QUEUE, completed_count=0, dead_count=0)  # keep none
     held = echomq.apply_retention(conn, QUEUE)

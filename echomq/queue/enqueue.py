@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from echomq import tracing
 from echomq.errors import InvalidArgument
 from echomq.queue import transitions, validate
 from echomq.queue.connection import Connection
-from echomq.queue.keys import check_name
+from echomq.queue.keys import Keys, check_name
 
 DEFAULT_MAX_ATTEMPTS = 3
 BATCH = 1000
@@ -52,8 +53,13 @@ def add(
         keys.job(job_id)  # the gate, before the wire
     options = _options(delay_ms, priority, max_attempts, group, name)
     body = validate.payload_json(payload, conn.payload_limit)
-    call = transitions.add_call(keys, options, [(job_id or "", body)])
-    return transitions.added(conn.executor.run(*call))[0]
+    traced = tracing.current()
+    if traced is None:
+        call = transitions.add_call(keys, options, [(job_id or "", body)])
+        return transitions.added(conn.executor.run(*call))[0]
+    with traced.add(queue, 1) as traceparent:
+        call = transitions.add_call(keys, options, [(job_id or "", body)], traceparent)
+        return transitions.added(conn.executor.run(*call))[0]
 
 
 def add_many(
@@ -80,9 +86,19 @@ def add_many(
         keys.job(job_id)  # the gate, before the wire
     if ids_in is not None and len(ids_in) != len(bodies):
         raise InvalidArgument("job_ids and payloads must have the same length")
+    traced = tracing.current()
+    if traced is None:
+        return _add_batches(conn, keys, options, bodies, ids_in, "")
+    with traced.add(queue, len(bodies)) as traceparent:
+        return _add_batches(conn, keys, options, bodies, ids_in, traceparent)
+
+
+def _add_batches(conn: Connection, keys: Keys, options: list[str | int], bodies: list[str],
+                 ids_in: list[str] | None, traceparent: str) -> list[str]:
     out: list[str] = []
     for start in range(0, len(bodies), BATCH):
         jobs = [(ids_in[start + offset] if ids_in else "", body)
                 for offset, body in enumerate(bodies[start : start + BATCH])]
-        out.extend(transitions.added(conn.executor.run(*transitions.add_call(keys, options, jobs))))
+        call = transitions.add_call(keys, options, jobs, traceparent)
+        out.extend(transitions.added(conn.executor.run(*call)))
     return out

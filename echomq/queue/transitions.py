@@ -62,10 +62,12 @@ def per_job_errors(verb: str, job_ids: Sequence[str], codes: Sequence[Any]
 # -- add ----------------------------------------------------------------------------
 
 
-def add_call(keys: Keys, options: Sequence[str | int], jobs: Sequence[tuple[str, str]]) -> Call:
+def add_call(keys: Keys, options: Sequence[str | int], jobs: Sequence[tuple[str, str]],
+             traceparent: str = "") -> Call:
     """add-2.lua: enqueue ``(id or "", payload JSON)`` pairs with the same options; its
-    reply is one id per job (an existing id for an idempotent add)."""
-    args: list[str | int] = [keys.base, *options]
+    reply is one id per job (an existing id for an idempotent add). ``traceparent``
+    (tracing on) is kept on each new row for the handler's span."""
+    args: list[str | int] = [keys.base, *options, traceparent]
     for job_id, body in jobs:
         args += [job_id, body]
     return ("add", [keys.pending, keys.scheduled], args)

@@ -153,7 +153,7 @@ async def login_form(board: Dashboard, request: Request) -> Response:
 async def metrics(board: Dashboard, request: Request) -> Response:
     """Prometheus text, computed at scrape time by ``echomq.metrics`` (loaded here, on use)."""
     try:
-        from echomq.metrics import render  # type: ignore[attr-defined,unused-ignore]
+        from echomq.prometheus import render
     except ImportError:
         return PlainTextResponse("metrics are not available in this build", status_code=501)
     body, content_type = await board.call(render, board.conn, board.floor)

@@ -16,6 +16,7 @@ from typing import Any
 
 import redis
 
+from echomq import tracing
 from echomq.errors import ConnectionFailed
 from echomq.queue import transitions
 from echomq.queue.connection import Connection
@@ -57,7 +58,14 @@ class ClaimLoop:
             sent = time.monotonic()
             try:
                 call = transitions.claim_call(self.keys, self.lease_ms, want)
-                flat = self.conn.executor.run(*call)
+                traced = tracing.current()
+                if traced is None:
+                    flat = self.conn.executor.run(*call)
+                else:
+                    with traced.claim(self.keys.queue) as span:
+                        flat = self.conn.executor.run(*call)
+                        span.set_attribute("messaging.batch.message_count",
+                                           (len(flat) - 1) // 3 if flat else 0)
             except (ConnectionFailed, redis.RedisError) as exc:
                 failures += 1
                 delay = min(5.0, 0.1 * 2**failures)
@@ -104,9 +112,24 @@ class ClaimLoop:
                 for job_id, token, raw in transitions.claimed(flat)]
         for job in jobs:
             job.deadline = deadline
+        if tracing.current() is not None:
+            self._trace_contexts(jobs)
         self.held.add(jobs)
         for job in jobs:
             self.work.put(job)
+
+    def _trace_contexts(self, jobs: list[JobContext]) -> None:
+        """The producers' trace contexts of a claimed batch (one round trip; tracing on)."""
+        pipe = self.conn.redis.pipeline(transaction=False)
+        for job in jobs:
+            pipe.hget(self.keys.job(job.id), "traceparent")
+        try:
+            found = pipe.execute()
+        except redis.RedisError as exc:  # the jobs still run, as roots of their traces
+            log.warning("could not read the trace contexts of %d job(s): %s", len(jobs), exc)
+            return
+        for job, traceparent in zip(jobs, found, strict=True):
+            job.traceparent = traceparent
 
     def _idle_wait(self) -> float:
         """How long to park with nothing to do: the poll interval, or less when a

@@ -30,6 +30,7 @@ from typing import Any
 
 import redis
 
+from echomq import tracing
 from echomq.errors import ConnectionFailed, ConsumerCrashed, EchoMQError, InvalidArgument
 from echomq.jobs import cancel as cancel_tokens
 from echomq.jobs.lease import extend_lock
@@ -278,9 +279,22 @@ class Consumer:
             if not self._begin(job):
                 continue
             started = clock()
-            outcome = execute(handler, job, limit)
+            traced = tracing.current()
+            if traced is None:
+                outcome = execute(handler, job, limit)
+            else:
+                outcome = self._traced(traced, handler, job, limit)
             observe(clock() - started)
             self._finish(outcome)
+
+    def _traced(self, traced: tracing.Tracing, handler: Callable[[JobContext], Any],
+                job: JobContext, limit: int) -> HandlerOutcome:
+        """Run the handler inside its span, the child of the producer's (tracing on)."""
+        job.span = traced.process(self.queue, job.id, job.attempts, job.traceparent)
+        with traced.running(job.span):
+            outcome = execute(handler, job, limit)
+        traced.outcome(job.span, outcome.kind, outcome.text)
+        return outcome
 
     def _begin(self, job: JobContext) -> bool:
         """Take a job from the buffer: False when it is no longer ours to run (its

@@ -30,7 +30,7 @@ class JobContext:
 
     __slots__ = (
         "id", "attempts", "cancel_token", "queue", "finished", "started", "done", "deadline",
-        "_conn", "_lease_ms", "_raw", "_payload",
+        "_conn", "_lease_ms", "_raw", "_payload", "traceparent", "span",
     )
 
     def __init__(
@@ -54,6 +54,10 @@ class JobContext:
         self.queue = queue
         self._conn = conn
         self._lease_ms = lease_ms
+        self.traceparent: str | None = None
+        """The producer's W3C trace context (read only while echomq.tracing is on)."""
+        self.span: Any = None
+        """The handler's span while tracing is on (the settle's span is its child)."""
 
     @property
     def payload(self) -> Any:

@@ -20,6 +20,7 @@ from typing import Any
 
 import redis
 
+from echomq import tracing
 from echomq.errors import ConnectionFailed
 from echomq.queue import transitions
 from echomq.queue.connection import Connection
@@ -137,16 +138,23 @@ class Settler:
         completes = [o for o in batch if o.kind in ("completed", "cancelled")]
         fails = [o for o in batch if o.kind in ("failed", "rejected")]
         calls = self._calls(completes, fails)
+        traced = tracing.current()
+        spans = [] if traced is None else [
+            traced.settle(self.keys.queue, o.job.id, o.job.span) for o in batch]
         delay = 0.1
         while True:
             try:
                 replies = self.conn.executor.run_many(calls)
+                for span in spans:
+                    span.end()
                 break
             except (ConnectionFailed, redis.TimeoutError) as exc:  # lost, or timed out
                 if self._give_up.is_set():
                     log.warning("could not settle %d job(s): %s", len(batch), exc)
                     for o in batch:
                         self.held.let_go(o.job)
+                    for span in spans:
+                        span.end()
                     return
                 log.warning("server unreachable while settling (%s); retrying in %.1fs",
                             exc, delay)

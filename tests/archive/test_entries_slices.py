@@ -71,6 +71,19 @@ def test_unknown_fields_and_odd_created_at_are_kept_verbatim() -> None:
     assert dict(entry.extra) == {"worker": "w1", "created_at": "soon"}
 
 
+def test_started_at_is_read_and_an_entry_from_before_it_still_parses() -> None:
+    entry = parse_entry("q", "5-1", {**GOOD, "started_at": "1650"})
+    assert isinstance(entry, ArchivedEntry)
+    assert (entry.created_at, entry.started_at, entry.extra) == (1600, 1650, ())
+    assert entry.to_dict()["started_at"] == 1650
+    old = parse_entry("q", "5-1", GOOD)
+    assert isinstance(old, ArchivedEntry)
+    assert old.started_at is None
+    odd = parse_entry("q", "5-1", {**GOOD, "started_at": "later"})
+    assert isinstance(odd, ArchivedEntry)
+    assert (odd.started_at, dict(odd.extra)) == (None, {"started_at": "later"})
+
+
 @given(ids, ids)
 def test_id_key_byte_order_is_stream_order(a: str, b: str) -> None:
     assert (id_key(a) < id_key(b)) == id_lt(a, b)

@@ -135,3 +135,15 @@ def test_remove_and_promote(emq: Run, conn: echomq.Connection, queue: str,
 def test_every_command_says_what_it_refuses(emq: Run, command: str) -> None:
     code, out = emq(command, "--help")
     assert code == 0 and "Refuses" in out and "--json" in out
+
+
+def test_show_prints_progress_when_a_handler_reported_some(emq: Run, conn: echomq.Connection,
+                                                           queue: str) -> None:
+    job_id = echomq.add(conn, queue, {"n": 1})
+    code, out = emq("show", "-q", queue, job_id, "--json")
+    assert code == 0 and "progress" not in json.loads(out)
+    [held] = echomq.claim(conn, queue, lease_ms=LONG)
+    echomq.report_progress(conn, queue, job_id, held.token, {"done": 3, "of": 10})
+    code, out = emq("show", "-q", queue, job_id, "--json")
+    row = json.loads(out)
+    assert code == 0 and (row["state"], row["progress"]) == ("active", {"done": 3, "of": 10})

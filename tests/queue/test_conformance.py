@@ -23,7 +23,7 @@ import echomq
 from echomq.archive import declare
 from echomq.jobs.settle import Settlement
 from echomq.models import ClaimedJob
-from echomq.queue import registry
+from echomq.queue import registry, transitions
 from echomq.queue.listen import mark_listening
 from echomq.queue.retention import purge_counted
 from tests.support.keyspace import dump, epochs, normalise
@@ -32,6 +32,8 @@ from tests.support.waits import wait_lapsed
 
 LONG = 60_000
 SHORT = 40
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+"""A fixed W3C trace context (what echomq.tracing stores on rows), so keyspaces compare."""
 
 
 @dataclass
@@ -262,6 +264,10 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     s("get_job", lambda: echomq.get_job(conn, q, short.id))
     s("counts", lambda: echomq.counts(conn, q))
     s("metrics", lambda: echomq.metrics(conn, q))
+    # an add carrying a trace context (what echomq.tracing stores on the row)
+    s("add traced", lambda: transitions.added(conn.executor.run(*transitions.add_call(
+        conn.keys(q), [0, 0, 3, "", ""], [("traced", '{"n": "t"}')], TRACEPARENT))))
+    s("get traced", lambda: echomq.get_job(conn, q, "traced"))
     bulk_steps(conn, q, s)
     return rec
 
@@ -370,6 +376,7 @@ def test_the_scenario_exercises_every_reply(records: tuple[Record, Record]) -> N
     unarchived = outcomes["obliterate unarchived"][2]
     assert re.search(r"holds \d+ entries the archive has not folded", unarchived)
     assert outcomes["obliterate force"][0] == "ok"
+    assert outcomes["get traced"][1]["traceparent"] == TRACEPARENT
 
 
 def test_both_executors_give_the_same_replies(records: tuple[Record, Record]) -> None:

@@ -314,3 +314,20 @@ def test_every_verb_refuses_a_bad_queue_name(conn: echomq.Connection, verb: str)
 def test_job_verbs_refuse_a_bad_id(conn: echomq.Connection, queue: str, verb: str) -> None:
     with pytest.raises(echomq.InvalidKey):
         getattr(echomq, verb)(conn, queue, "a\nb")
+
+
+def test_pause_is_per_prefix(server_url: str, executor: str, queue: str) -> None:
+    tenant_a = echomq.connect(server_url, executor=executor, prefix="ta")  # type: ignore[arg-type]
+    tenant_b = echomq.connect(server_url, executor=executor, prefix="tb")  # type: ignore[arg-type]
+    try:
+        echomq.add(tenant_a, queue, 1)
+        echomq.add(tenant_b, queue, 2)
+        echomq.pause(tenant_a, queue)
+        assert (echomq.is_paused(tenant_a, queue), echomq.is_paused(tenant_b, queue)) == (
+            True, False)
+        assert echomq.claim(tenant_a, queue) == []
+        assert [j.payload for j in echomq.claim(tenant_b, queue)] == [2]
+        assert [j.payload for j in echomq.list_jobs(tenant_a, queue, "pending")] == [1]
+    finally:
+        tenant_a.close()
+        tenant_b.close()

@@ -3,8 +3,8 @@
 A dump is every key of one queue, named relative to the queue's base (so two queues
 driven through the same steps can be compared), with its type and its contents.
 ``normalise`` replaces what legitimately differs between two runs: wall-clock
-timestamps, lease deadlines and stream ids, and (kept aside) the ``lease_epoch``
-field that only the functions executor stamps.
+timestamps, lease deadlines, stream ids, the buckets of the duration histograms, and
+(kept aside) the ``lease_epoch`` field that only the functions executor stamps.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ _TIME_FLOOR = 1_000_000_000_000
 TIME_FIELDS = frozenset({"created_at", "claimed_at", "finished_at", "at", "started_at",
                          "entry", "folded"})
 _TIME_SCORED = frozenset({"scheduled", "active", "completed", "dead"})
+# Histograms of durations: which bucket a time lands in depends on the clock, so only
+# how many observations each holds is compared.
+_TIME_HISTOGRAMS = frozenset({"metrics:run", "metrics:wait"})
 
 
 def dump(client: redis.Redis, queue: str) -> dict[str, tuple[str, Any]]:
@@ -51,7 +54,10 @@ def normalise(raw: dict[str, tuple[str, Any]]) -> dict[str, tuple[str, Any]]:
     """A dump with times, deadlines and stream ids made comparable; ``lease_epoch`` dropped."""
     out: dict[str, tuple[str, Any]] = {}
     for name, (kind, content) in raw.items():
-        if kind == "hash":
+        if kind == "hash" and name in _TIME_HISTOGRAMS:
+            buckets = sum(int(v) for f, v in content.items() if f not in ("sum", "count"))
+            content = {"count": content.get("count"), "in buckets": buckets}
+        elif kind == "hash":
             content = {
                 f: ("<t>" if f in TIME_FIELDS else v)
                 for f, v in content.items()

@@ -67,3 +67,19 @@ def test_a_paused_queue_feeds_no_consumer_until_resumed(
     assert sorted(ran) == list(range(6))
     assert all(echomq.get_job(conn, queue, i).state == "completed"  # type: ignore[union-attr]
                for i in added)
+
+
+def test_retry_dead_and_promote_wake_an_idle_consumer(
+    conn: Connection, queue: str, start: Callable[..., echomq.Consumer]
+) -> None:
+    dead = echomq.add(conn, queue, {"n": 1}, max_attempts=1)
+    [held] = echomq.claim(conn, queue, lease_ms=60_000)
+    echomq.fail(conn, queue, dead, held.token, "boom")
+    later = echomq.add(conn, queue, {"n": 2}, delay_ms=LONG_POLL_MS * 2)
+    start(lambda job: job.payload["n"])
+    time.sleep(0.3)  # the Consumer parks: nothing pending, the delayed job is far off
+    assert echomq.retry_dead(conn, queue) == 1
+    wait_until(lambda: echomq.get_job(conn, queue, dead).state == "completed")  # type: ignore[union-attr]
+    echomq.promote(conn, queue, later)
+    wait_until(lambda: echomq.get_job(conn, queue, later).state == "completed")  # type: ignore[union-attr]
+    assert echomq.get_job(conn, queue, dead).retried == 1  # type: ignore[union-attr]

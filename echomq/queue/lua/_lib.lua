@@ -106,6 +106,52 @@ local function emq_fold_mark(meta_key)
   return meta[1] == '1', meta[2]
 end
 
+-- The metrics a scrape reads (echomq.metrics): per-outcome counters in
+-- `metrics:finished` and run/wait histograms in `metrics:run` and `metrics:wait`, one
+-- field per bucket (its upper bound in ms, 'inf' past the last; NOT cumulative) plus
+-- 'sum' (ms) and 'count'. The bounds are echomq.metrics.collector.BUCKETS_MS.
+local EMQ_BUCKETS_MS = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000,
+  60000, 300000, 900000, 3600000}
+-- the same bounds as the hash fields (strings made once, not per observation)
+local EMQ_BUCKET_FIELDS = {'5', '10', '25', '50', '100', '250', '500', '1000', '2500',
+  '5000', '10000', '30000', '60000', '300000', '900000', '3600000'}
+local EMQ_NBUCKETS = 16
+
+-- a histogram accumulated in a call ({sum = ms, [field] = n}) and written once by
+-- emq_hist_flush, which adds 'count'
+local function emq_hist_add(h, ms)
+  if ms < 0 then ms = 0 end
+  local b = 'inf'
+  for i = 1, EMQ_NBUCKETS do
+    if ms <= EMQ_BUCKETS_MS[i] then b = EMQ_BUCKET_FIELDS[i]; break end
+  end
+  h[b] = (h[b] or 0) + 1
+  h.sum = (h.sum or 0) + ms
+end
+
+local function emq_hist_flush(key, h)
+  local count = 0
+  for field, n in pairs(h) do
+    if field ~= 'sum' then count = count + n end
+    redis.call('HINCRBY', key, field, n)
+  end
+  if count > 0 then redis.call('HINCRBY', key, 'count', count) end
+end
+
+-- one settled attempt: run = now - started (its claim), wait = started - created
+local function emq_observe(run, wait, now, created, started)
+  local s = tonumber(started or '')
+  if not s then return end
+  emq_hist_add(run, now - s)
+  local c = tonumber(created or '')
+  if c then emq_hist_add(wait, s - c) end
+end
+
+local function emq_observe_flush(p, run, wait)
+  emq_hist_flush(p .. 'metrics:run', run)
+  emq_hist_flush(p .. 'metrics:wait', wait)
+end
+
 -- is anyone listening for per-job news (echomq.wait, echomq.events)? Their mark is a
 -- key with a TTL that they keep alive; a settling call checks it ONCE, so a queue nobody
 -- watches pays one EXISTS per call and publishes nothing

@@ -2,7 +2,8 @@
   KEYS[1] pending   KEYS[2] scheduled
   ARGV[1] queue base (emq:{q}:)   ARGV[2] delay ms   ARGV[3] priority (0..1023)
   ARGV[4] max_attempts   ARGV[5] group ('' = none)   ARGV[6] name ('' = none)
-  ARGV[7..] pairs of (job id or '' for a generated one, payload JSON)
+  ARGV[7] W3C traceparent to keep on each new row ('' = none; echomq.tracing)
+  ARGV[8..] pairs of (job id or '' for a generated one, payload JSON)
   Returns: the list of ids, one per pair. A given id whose row exists is returned
   as it is and nothing about it changes (idempotent add).
   'EMQBUSY queue is being obliterated' while obliterate removes the queue: nothing added. ]]
@@ -17,7 +18,7 @@ if g == '' then g = nil end
 local now = emq_now()
 local ids = {}
 local pending_was_empty = redis.call('ZCARD', KEYS[1]) == 0
-for i = 7, #ARGV, 2 do
+for i = 8, #ARGV, 2 do
   local id = ARGV[i]
   local fresh = true
   if id == '' then
@@ -36,6 +37,7 @@ for i = 7, #ARGV, 2 do
       'payload', ARGV[i + 1], 'priority', priority, 'max_attempts', ARGV[4],
       'seq', seq, 'created_at', now)
     if ARGV[6] ~= '' then redis.call('HSET', jk, 'name', ARGV[6]) end
+    if ARGV[7] ~= '' then redis.call('HSET', jk, 'traceparent', ARGV[7]) end
     if g then
       redis.call('HSET', jk, 'group', g)
       redis.call('SADD', p .. 'groups', g)

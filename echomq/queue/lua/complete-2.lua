@@ -7,7 +7,9 @@
     1 settled   -1 no such row   -2 stale token   -3 not in active
   When someone listens (the `listeners` mark: one EXISTS per call), each settled job is
   told on the job-events channel as 'completed' or 'cancelled'.
-  A cancelled job is a completion whose result is 'cancelled:<reason>'. ]]
+  A cancelled job is a completion whose result is 'cancelled:<reason>'.
+  Metrics: metrics:completed counts both; metrics:finished counts each outcome, and
+  metrics:run / metrics:wait get the attempt's run and wait times (see _lib.lua). ]]
 local p = ARGV[1]
 local now = emq_now()
 local ids = {}
@@ -19,6 +21,8 @@ local codes = {}
 local done = {}
 local finished = {}
 local outcomes = {}
+local tally = {}
+local run, wait = {}, {}
 for n, id in ipairs(ids) do
   local i = 4 * n
   local token, outcome, result = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
@@ -46,6 +50,8 @@ for n, id in ipairs(ids) do
     finished[#finished + 1] = now
     finished[#finished + 1] = id
     outcomes[#outcomes + 1] = outcome
+    tally[outcome] = (tally[outcome] or 0) + 1
+    emq_observe(run, wait, now, row[3], row[4])
     if row[2] then
       redis.call('ZREM', KEYS[1], id)
       emq_release_slot(p, row[2])
@@ -59,6 +65,8 @@ if #finished > 0 then
   redis.call('ZREM', KEYS[1], unpack(settled))
   redis.call('ZADD', KEYS[2], unpack(finished))
   redis.call('HINCRBY', p .. 'metrics:completed', 'count', #settled)
+  for outcome, n in pairs(tally) do redis.call('HINCRBY', p .. 'metrics:finished', outcome, n) end
+  emq_observe_flush(p, run, wait)
   if emq_listened(p) then
     for n, id in ipairs(settled) do emq_tell(p, outcomes[n], id) end
   end

@@ -12,7 +12,8 @@
   The delay is base * 2^(tries - 1), capped. A dead-letter is appended to the
   outcome stream when it is declared. When someone listens (the `listeners` mark), the
   job is told on the job-events channel: 'failed' (a retry is scheduled) or 'dead',
-  with the error as the reason. ]]
+  with the error as the reason. Metrics: metrics:finished counts 'failed' (a retry)
+  or 'dead'; metrics:run / metrics:wait get the attempt's times (see _lib.lua). ]]
 local p = ARGV[1]
 local id = ARGV[2]
 local jk = p .. 'job:' .. id
@@ -25,18 +26,23 @@ local now = emq_now()
 redis.call('ZREM', KEYS[1], id)
 if row[4] then emq_release_slot(p, row[4]) end
 local tries = tonumber(row[1]) - tonumber(row[3] or '0') - tonumber(row[7] or '0')
+local run, wait = {}, {}
+emq_observe(run, wait, now, row[5], row[6])
+emq_observe_flush(p, run, wait)
 if ARGV[8] ~= '1' and tries < tonumber(row[2]) then
   local delay = tonumber(ARGV[5]) * (2 ^ (tries - 1))
   local cap = tonumber(ARGV[6])
   if delay > cap then delay = cap end
   redis.call('HSET', jk, 'state', 'scheduled', 'last_error', ARGV[4])
   redis.call('ZADD', KEYS[2], now + math.floor(delay), id)
+  redis.call('HINCRBY', p .. 'metrics:finished', 'failed', 1)
   if emq_listened(p) then emq_tell(p, 'failed', id, ARGV[4]) end
   return 1
 end
 redis.call('HSET', jk, 'state', 'dead', 'last_error', ARGV[4], 'finished_at', now)
 redis.call('ZADD', KEYS[3], now, id)
 redis.call('HINCRBY', p .. 'metrics:failed', 'count', 1)
+redis.call('HINCRBY', p .. 'metrics:finished', 'dead', 1)
 if emq_recording(p, ARGV[7]) then
   local entry = emq_record(p, id, 'dead', ARGV[4], row[1], now, row[5], row[6])
   redis.call('HSET', jk, 'entry', entry)

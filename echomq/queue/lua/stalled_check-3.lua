@@ -7,6 +7,7 @@
   or its lane when grouped, giving back the lane's slot); at or above it dead-letter
   (state dead, last_error stalled, the dead set scored by the time it died (server
   clock, as fail-3.lua scores it), failed metric, the declared stream).
+  Metrics: metrics:stalls counts 'recovered' and 'dead_lettered', metrics:finished 'dead'.
   The script, like the seed, creates a skeleton row for a ghost (no row) on HINCRBY.
   Native (functions) differs, every read and check before the first write:
     'ERR EMQ.STALLED.CHECK max_stalled must be a positive integer' (and limit);
@@ -51,6 +52,8 @@ local function dead_letter(jk, id, attempts, created)
   redis.call('HSET', jk, 'state', 'dead', 'last_error', 'stalled', 'finished_at', now)
   redis.call('ZADD', KEYS[3], now, id)  -- scored by the time it died, as fail does
   redis.call('HINCRBY', p .. 'metrics:failed', 'count', 1)
+  redis.call('HINCRBY', p .. 'metrics:finished', 'dead', 1)
+  redis.call('HINCRBY', p .. 'metrics:stalls', 'dead_lettered', 1)
   if emq_recording(p, '0') then
     local started = redis.call('HGET', jk, 'claimed_at')
     local entry = emq_record(p, id, 'dead', 'stalled', attempts, now, created, started or nil)
@@ -64,6 +67,7 @@ end
 local function recover(jk, id, g)
   emq_make_pending(p, id, 0, g)  -- the front of pending, or of its lane
   redis.call('HSET', jk, 'state', 'pending')
+  redis.call('HINCRBY', p .. 'metrics:stalls', 'recovered', 1)
   recovered[#recovered + 1] = id
 end
 
