@@ -1,4 +1,4 @@
-"""Benchmark one Prometheus scrape (not a test): ``echomq.metrics.render`` over many queues
+"""Benchmark one Prometheus scrape (not a test): ``echomq.prometheus.render`` over many queues
 and one big one, on a private Valkey it starts and stops itself.
 
 Each small queue holds jobs in every state and a declared stream; the big queue holds
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import echomq
 from echomq.archive import declare
-from echomq.metrics import render
+from echomq.prometheus import render
 from echomq.queue.connection import Connection, connect
 from echomq.servers.valkey import EmbeddedValkey
 

@@ -26,7 +26,7 @@ PARTS: dict[str, tuple[str, ...]] = {
     "jobs": ("echomq.jobs", "echomq.cancel"),
     "worker": ("echomq.worker",),
     "archive": ("echomq.archive",),
-    "metrics": ("echomq.metrics",),
+    "metrics": ("echomq.prometheus",),
     "faces": ("echomq.cli", "echomq.demo", "echomq.__main__", "echomq.archive.__main__",
               "echomq.web"),
     "facade": ("echomq",),

@@ -62,7 +62,7 @@ def metrics(ctx: click.Context, host: str, port: int, floor_path: str | None, on
     taken, and runs only with prometheus_client installed (the `metrics` extra).
     """
     try:
-        from echomq.metrics import render
+        from echomq.prometheus import render
     except ImportError as exc:
         raise click.ClickException("emq metrics needs prometheus_client: "
                                    "pip install 'echomq[metrics]'") from exc

@@ -1,4 +1,4 @@
-"""``echomq.metrics.render``: every metric moves as jobs are added, completed, failed to
+"""``echomq.prometheus.render``: every metric moves as jobs are added, completed, failed to
 dead, cancelled, stalled (a silent holder, recovered and dead-lettered by the sweep) and
 folded, read back with prometheus_client's own parser, on both executors."""
 
@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import echomq
-import echomq.metrics
 from echomq.archive import Driver, declare
 from echomq.jobs.consumer import Consumer
-from echomq.metrics import BUCKETS_MS, render
+from echomq.prometheus import BUCKETS_MS, render
 from echomq.queue.connection import Connection
-from tests.metrics.scrape import Samples, parse, queues_of, value
+from tests.prometheus.scrape import Samples, parse, queues_of, value
 from tests.support.waits import wait_lapsed, wait_until
 
 LIB = Path(echomq.__file__).parent / "queue" / "lua" / "_lib.lua"
@@ -186,7 +185,7 @@ def test_the_old_verb_of_the_same_name_still_answers(conn: Connection, queue: st
     (held,) = echomq.claim(conn, queue)
     echomq.complete(conn, queue, held.id, held.token, "done")
     assert echomq.metrics(conn, queue) == {"completed": 1, "failed": 0}
-    assert echomq.metrics.render is render
+    assert echomq.prometheus.render is render
 
 
 def test_a_scrape_sees_only_its_own_prefix(server_url: str, queue: str) -> None:

@@ -21,7 +21,7 @@ import echomq
 from echomq.archive import Driver, declare
 from echomq.cli import main
 from echomq.queue.connection import Connection
-from tests.metrics.scrape import Samples, parse, value
+from tests.prometheus.scrape import Samples, parse, value
 from tests.support import ROOT
 from tests.support.waits import wait_lapsed, wait_until
 

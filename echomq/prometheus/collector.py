@@ -28,8 +28,8 @@ from prometheus_client.registry import Collector
 
 from echomq.archive.floor import Floor
 from echomq.errors import InvalidKey
-from echomq.metrics.queues import finder_for
-from echomq.metrics.reads import STATES, QueueSample, sample, server_ms
+from echomq.prometheus.queues import finder_for
+from echomq.prometheus.reads import STATES, QueueSample, sample, server_ms
 from echomq.queue.connection import Connection
 from echomq.queue.keys import check_name
 
