@@ -151,7 +151,7 @@ async def login_form(board: Dashboard, request: Request) -> Response:
 
 
 async def metrics(board: Dashboard, request: Request) -> Response:
-    """Prometheus text, computed at scrape time by ``echomq.metrics`` (loaded here, on use)."""
+    """Prometheus text, computed at scrape time by ``echomq.prometheus`` (loaded on use)."""
     try:
         from echomq.prometheus import render
     except ImportError:

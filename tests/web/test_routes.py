@@ -275,3 +275,16 @@ def test_a_declared_queue_is_listed_before_it_has_a_job(rconn: Connection, queue
     declare(rconn, queue)
     page = client(rconn).get("/").text
     assert f'<tr data-queue="{queue}">' in page
+
+
+def test_metrics_are_served_behind_the_token(rconn: Connection, queue: str) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    fill(rconn, queue, pending=2)
+    web = client(rconn, token="t")
+    assert web.get("/metrics").status_code == 401
+    scrape = web.get("/metrics", headers={"authorization": "Bearer t"})
+    assert scrape.status_code == 200 and scrape.headers["content-type"].startswith("text/plain")
+    jobs = {s.labels["state"]: s.value for f in text_string_to_metric_families(scrape.text)
+            if f.name == "echomq_jobs" for s in f.samples if s.labels.get("queue") == queue}
+    assert jobs["pending"] == 2 and jobs["dead"] == 1
