@@ -3,12 +3,13 @@
 A dump is every key of one queue, named relative to the queue's base (so two queues
 driven through the same steps can be compared), with its type and its contents.
 ``normalise`` replaces what legitimately differs between two runs: wall-clock
-timestamps, lease deadlines and stream ids, and (kept aside) the ``lease_epoch``
-field that only the functions executor stamps.
+timestamps (a cron schedule's ``created_at`` too), lease deadlines and stream ids, and
+(kept aside) the ``lease_epoch`` field that only the functions executor stamps.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import redis
@@ -51,7 +52,9 @@ def normalise(raw: dict[str, tuple[str, Any]]) -> dict[str, tuple[str, Any]]:
     """A dump with times, deadlines and stream ids made comparable; ``lease_epoch`` dropped."""
     out: dict[str, tuple[str, Any]] = {}
     for name, (kind, content) in raw.items():
-        if kind == "hash":
+        if kind == "hash" and name == "schedules":  # name -> spec JSON with its created_at
+            content = {f: {**json.loads(v), "created_at": "<t>"} for f, v in content.items()}
+        elif kind == "hash":
             content = {
                 f: ("<t>" if f in TIME_FIELDS else v)
                 for f, v in content.items()
