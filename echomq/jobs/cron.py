@@ -148,10 +148,16 @@ def unschedule(conn: Connection, queue: str, name: str) -> bool:
     pipe.hlen(keys.schedules)
     existed, _, left = pipe.execute()
     if not left:
-        conn.redis.srem(conn.cron_set, queue)
-        if conn.redis.hlen(keys.schedules):  # a schedule() raced in: keep the queue listed
-            conn.redis.sadd(conn.cron_set, queue)
+        _unlist(conn, queue)
     return bool(existed)
+
+
+def _unlist(conn: Connection, queue: str) -> None:
+    """Take a queue with no schedule left out of the cron set; a ``schedule()`` racing
+    in (its HSET lands before our re-check) puts it back."""
+    conn.redis.srem(conn.cron_set, queue)
+    if conn.redis.hlen(conn.keys(queue).schedules):
+        conn.redis.sadd(conn.cron_set, queue)
 
 
 def schedules(conn: Connection, queue: str) -> list[Schedule]:
@@ -188,6 +194,9 @@ def fire_queue(conn: Connection, queue: str, now: int | None = None) -> list[str
     keys = conn.keys(queue)
     at_now = server_ms(conn) if now is None else validate.epoch_ms(now, "now")
     specs, fires = _read(conn, keys)
+    if not specs:  # obliterated (or unscheduled by hand): stop reading it every tick
+        _unlist(conn, queue)
+        return []
     fired: list[str] = []
     for name, text in sorted(specs.items()):
         spec = _Spec.load(text)

@@ -136,6 +136,15 @@ def test_unschedule_stops_the_fires_and_unlists_the_queue(pconn, queue):
     assert len(fired_ids(pconn, queue)) == 1  # what it enqueued before stays
 
 
+def test_an_obliterated_queue_leaves_the_cron_set_at_the_next_pass(pconn, queue):
+    echomq.schedule(pconn, queue, "tick", EVERY_SECOND, {})
+    assert echomq.obliterate(pconn, queue) >= 1
+    assert echomq.schedules(pconn, queue) == []
+    assert pconn.redis.smembers(pconn.cron_set) == {queue}
+    assert fire_due(pconn) == []
+    assert pconn.redis.smembers(pconn.cron_set) == set()
+
+
 def test_two_prefixes_keep_separate_schedules(server_url, executor, queue):
     a = echomq.connect(server_url, executor=executor, prefix=f"ta{uuid.uuid4().hex[:6]}")
     b = echomq.connect(server_url, executor=executor, prefix=f"tb{uuid.uuid4().hex[:6]}")
