@@ -15,7 +15,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 from rich.console import Console
@@ -26,6 +26,7 @@ from echomq.archive import Floor, FoldReport, fold_declared, restore
 from echomq.servers.seaweed import SeaweedS3
 from echomq.servers.valkey import EmbeddedValkey
 
+CRON_QUEUE = "demo-cron"
 QUEUE = "demo"
 console = Console()
 
@@ -174,6 +175,25 @@ def _run(conn: echomq.Connection, remote: Any, root: Path) -> None:
     with Floor(restored) as fresh:
         console.print(_audit_table(fresh, "audit after a restore from the bucket alone"))
         console.print(f"restored floor holds {len(fresh.audit(QUEUE))} entries")
+    _cron(conn)
+
+
+def _cron(conn: echomq.Connection) -> None:
+    """A seconds-level cron schedule fired by TWO schedulers: one job per second, none twice."""
+    stored = echomq.schedule(conn, CRON_QUEUE, "heartbeat", "* * * * * *", {"kind": "beat"})
+    console.print(f"cron schedule {stored.name!r} ({stored.cron!r}: every second) on "
+                  f"{CRON_QUEUE!r}, fired by two schedulers at once")
+    schedulers = [echomq.BatchScheduler(conn), echomq.BatchScheduler(conn)]
+    for batch in schedulers:
+        batch.add_cron(interval_ms=200)
+    with schedulers[0], schedulers[1]:
+        _wait(lambda: echomq.counts(conn, CRON_QUEUE).pending >= 3)
+    echomq.unschedule(conn, CRON_QUEUE, "heartbeat")
+    fired = cast(list[str], conn.redis.zrange(conn.keys(CRON_QUEUE).pending, 0, -1))
+    seconds = sorted(time.strftime("%H:%M:%S", time.gmtime(int(i.rsplit("-", 1)[1]) // 1000))
+                     for i in fired)
+    console.print(f"cron fired {len(fired)} jobs, one per fire time (UTC):")
+    console.print(" ".join(seconds))
 
 
 

@@ -23,6 +23,10 @@ def test_the_demo_runs_end_to_end_and_stops_its_private_server(tmp_path: Path) -
     # (24 rows: the poison job's two deaths are two entries of one row)
     assert "retention before any fold: forgot 0 rows, kept 24 for the archive" in done.stdout
     assert "retention after the fold: forgot 24 rows, kept 0" in done.stdout
+    fired = re.search(r"cron fired (\d+) jobs, one per fire time \(UTC\):\n(.*)\n", done.stdout)
+    assert fired and int(fired.group(1)) >= 3, done.stdout
+    times = fired.group(2).split()
+    assert len(set(times)) == len(times) == int(fired.group(1))  # two schedulers, none twice
     found = re.search(r"valkey: redis://127\.0\.0\.1:(\d+)/0", done.stdout)
     assert found, done.stdout
     with socket.socket() as probe:  # the demo's server is gone with the demo
