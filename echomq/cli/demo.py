@@ -114,6 +114,10 @@ def _steer(conn: echomq.Connection, poison: str) -> None:
     job = echomq.get_job(conn, QUEUE, poison)
     console.print(f"poison job {poison}: dead again after {job and job.attempts} attempts "
                   f"in all, retried {job and job.retried} time(s), last error kept")
+    asked = echomq.add(conn, QUEUE, {"kind": "ok", "n": 24})
+    answer = echomq.wait(conn, QUEUE, asked, timeout_s=30)  # pub/sub: no polling
+    console.print(f"a producer waited for job {asked}: {answer.state.value}, "
+                  f"result {answer.result}")
 
 
 def _run(conn: echomq.Connection, remote: Any, root: Path) -> None:
@@ -148,8 +152,8 @@ def _run(conn: echomq.Connection, remote: Any, root: Path) -> None:
                   f"poison job {poison}: {poison_job and poison_job.state}")
 
     # every outcome is one entry of the declared stream: the 23 jobs, the job added while
-    # paused, and the poison job's second death after its retry
-    outcomes = len(ids) + 5
+    # paused, the poison job's second death after its retry, and the job waited for
+    outcomes = len(ids) + 6
     console.print(f"outcome stream: {outcomes} entries")
     echomq.set_retention(conn, QUEUE, completed_count=0, dead_count=0)  # keep none
     held = echomq.apply_retention(conn, QUEUE)
