@@ -26,6 +26,7 @@ from echomq.errors import (
     NotScheduled,
     QueueBusy,
     RemoteUnavailable,
+    ScheduleGone,
     StaleToken,
     StreamUnavailable,
     WaitTimeout,
@@ -42,6 +43,7 @@ from echomq.models import (
     JobState,
     Purged,
     Retention,
+    Schedule,
     StalledSweep,
 )
 from echomq.queue.admin import counts, dead_jobs, get_job, metrics, set_group_limit
@@ -65,15 +67,19 @@ from echomq.worker.consumer import Consumer
 
 if TYPE_CHECKING:
     from echomq import archive
+    from echomq.jobs.cron import schedule, schedules, unschedule
     from echomq.jobs.scheduler import BatchScheduler
 
 __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    """``echomq.archive`` and ``echomq.BatchScheduler`` load on first use: they bring
-    boto3 and APScheduler, which a worker or a producer never needs."""
+    """``echomq.archive``, ``echomq.BatchScheduler`` and the cron verbs load on first use:
+    they bring boto3 and APScheduler, which a worker or a producer never needs."""
     import importlib
+
+    if name in ("schedule", "schedules", "unschedule"):
+        return getattr(importlib.import_module("echomq.jobs.cron"), name)
 
     if name == "archive":
         return importlib.import_module("echomq.archive")
@@ -114,6 +120,8 @@ __all__ = [
     "RemoteUnavailable",
     "Retention",
     "RetentionReport",
+    "Schedule",
+    "ScheduleGone",
     "StaleToken",
     "StalledSweep",
     "StreamUnavailable",
@@ -149,9 +157,12 @@ __all__ = [
     "resume",
     "retention",
     "retry_dead",
+    "schedule",
+    "schedules",
     "set_group_limit",
     "set_retention",
     "stalled_check",
     "tracing",
+    "unschedule",
     "wait",
 ]

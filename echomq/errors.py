@@ -62,6 +62,10 @@ class HistoryNotArchived(QueueBusy):
     archive has not folded and trimmed: removing it would lose that history."""
 
 
+class ScheduleGone(EchoMQError):
+    """A cron schedule was removed or replaced between a scheduler reading it and firing it."""
+
+
 class LaneNotNative(EchoMQError):
     """The functions executor's stalled sweep refuses grouped expired rows."""
 

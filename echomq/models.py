@@ -165,3 +165,21 @@ class Purged:
     def __add__(self, other: Purged) -> Purged:
         return Purged(self.state, self.forgotten + other.forgotten,
                       max(self.kept_for_archive, other.kept_for_archive))
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One cron schedule of a queue (``echomq.schedules``); times are epoch ms, server clock."""
+
+    name: str
+    cron: str
+    timezone: str
+    payload: Any
+    options: dict[str, Any]
+    """The add options every fire uses: delay_ms, priority, max_attempts, group, name."""
+    created_at: int
+    """When it was stored (or last replaced): it never fires for a time before this."""
+    next_fire_at: int | None
+    """The first fire time after both now and the last fire (None: it never fires again)."""
+    last_fire_at: int | None
+    """The latest fire time a scheduler enqueued (None: not fired yet)."""

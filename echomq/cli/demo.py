@@ -15,7 +15,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 from rich.console import Console
@@ -26,6 +26,7 @@ from echomq.archive import Floor, FoldReport, fold_declared, restore
 from echomq.servers.seaweed import SeaweedS3
 from echomq.servers.valkey import EmbeddedValkey
 
+CRON_QUEUE = "demo-cron"
 QUEUE = "demo"
 console = Console()
 
@@ -113,6 +114,10 @@ def _steer(conn: echomq.Connection, poison: str) -> None:
     job = echomq.get_job(conn, QUEUE, poison)
     console.print(f"poison job {poison}: dead again after {job and job.attempts} attempts "
                   f"in all, retried {job and job.retried} time(s), last error kept")
+    asked = echomq.add(conn, QUEUE, {"kind": "ok", "n": 24})
+    answer = echomq.wait(conn, QUEUE, asked, timeout_s=30)  # pub/sub: no polling
+    console.print(f"a producer waited for job {asked}: {answer.state.value}, "
+                  f"result {answer.result}")
 
 
 def _run(conn: echomq.Connection, remote: Any, root: Path) -> None:
@@ -147,8 +152,8 @@ def _run(conn: echomq.Connection, remote: Any, root: Path) -> None:
                   f"poison job {poison}: {poison_job and poison_job.state}")
 
     # every outcome is one entry of the declared stream: the 23 jobs, the job added while
-    # paused, and the poison job's second death after its retry
-    outcomes = len(ids) + 5
+    # paused, the poison job's second death after its retry, and the job waited for
+    outcomes = len(ids) + 6
     console.print(f"outcome stream: {outcomes} entries")
     echomq.set_retention(conn, QUEUE, completed_count=0, dead_count=0)  # keep none
     held = echomq.apply_retention(conn, QUEUE)
@@ -174,6 +179,25 @@ def _run(conn: echomq.Connection, remote: Any, root: Path) -> None:
     with Floor(restored) as fresh:
         console.print(_audit_table(fresh, "audit after a restore from the bucket alone"))
         console.print(f"restored floor holds {len(fresh.audit(QUEUE))} entries")
+    _cron(conn)
+
+
+def _cron(conn: echomq.Connection) -> None:
+    """A seconds-level cron schedule fired by TWO schedulers: one job per second, none twice."""
+    stored = echomq.schedule(conn, CRON_QUEUE, "heartbeat", "* * * * * *", {"kind": "beat"})
+    console.print(f"cron schedule {stored.name!r} ({stored.cron!r}: every second) on "
+                  f"{CRON_QUEUE!r}, fired by two schedulers at once")
+    schedulers = [echomq.BatchScheduler(conn), echomq.BatchScheduler(conn)]
+    for batch in schedulers:
+        batch.add_cron(interval_ms=200)
+    with schedulers[0], schedulers[1]:
+        _wait(lambda: echomq.counts(conn, CRON_QUEUE).pending >= 3)
+    echomq.unschedule(conn, CRON_QUEUE, "heartbeat")
+    fired = cast(list[str], conn.redis.zrange(conn.keys(CRON_QUEUE).pending, 0, -1))
+    seconds = sorted(time.strftime("%H:%M:%S", time.gmtime(int(i.rsplit("-", 1)[1]) // 1000))
+                     for i in fired)
+    console.print(f"cron fired {len(fired)} jobs, one per fire time (UTC):")
+    console.print(" ".join(seconds))
 
 
 

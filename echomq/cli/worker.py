@@ -74,6 +74,11 @@ def worker(ctx: click.Context, handler: str, queue: str, concurrency: int, lease
 @click.option("--queue", "-q", "queues", multiple=True, help="Sweep these queues.")
 @click.option("--interval-ms", default=30_000, show_default=True)
 @click.option("--max-stalled", default=1, show_default=True)
+@click.option("--cron/--no-cron", default=True, show_default=True,
+              help="Fire the cron schedules of every queue of the prefix (each fire once, "
+              "however many schedulers run).")
+@click.option("--cron-interval-ms", default=1_000, show_default=True,
+              help="How often to look for due cron fires.")
 @click.option("--fold/--no-fold", default=False, help="Also fold every declared stream.")
 @click.option("--fold-interval-ms", default=60_000, show_default=True)
 @click.option("--floor", default=".echomq/floor", show_default=True,
@@ -85,16 +90,21 @@ def worker(ctx: click.Context, handler: str, queue: str, concurrency: int, lease
 @remote_options
 @click.pass_context
 def scheduler(ctx: click.Context, queues: tuple[str, ...], interval_ms: int, max_stalled: int,
-              fold: bool, fold_interval_ms: int, floor: str, retention: bool,
-              retention_interval_ms: int, s3: RemoteSettings) -> None:
-    """Run the stalled sweep, the archive fold and retention on APScheduler until
-    interrupted. Refuses to start with nothing to schedule."""
+              cron: bool, cron_interval_ms: int, fold: bool, fold_interval_ms: int,
+              floor: str, retention: bool, retention_interval_ms: int,
+              s3: RemoteSettings) -> None:
+    """Run the cron schedules, the stalled sweep, the archive fold and retention on
+    APScheduler until interrupted. Refuses to start with nothing to schedule (--no-cron,
+    --no-retention, no --queue, no --fold)."""
     from echomq.jobs.scheduler import BatchScheduler
 
-    if not queues and not fold and not retention:
-        raise click.UsageError("nothing to schedule: give --queue, --fold and/or --retention")
+    if not queues and not fold and not retention and not cron:
+        raise click.UsageError(
+            "nothing to schedule: give --cron, --queue, --fold and/or --retention")
     conn = connect(ctx)
     batch = BatchScheduler(conn)
+    if cron:
+        batch.add_cron(interval_ms=cron_interval_ms)
     if queues:
         batch.add_sweep(queues, interval_ms=interval_ms, max_stalled=max_stalled)
     if retention:

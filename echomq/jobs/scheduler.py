@@ -1,12 +1,15 @@
-"""Scheduled batch jobs on APScheduler 3: the stalled sweep, the archive fold, retention.
+"""Scheduled batch jobs on APScheduler 3: the stalled sweep, cron fires, the archive fold,
+retention.
 
 One ``BatchScheduler`` runs any number of interval jobs in a background thread:
-a stalled sweep per queue and, when configured, a fold of every declared stream and a
-pass of every queue's retention policy (the queues in the connection's retained set).
+a stalled sweep per queue, the cron schedules of the connection's prefix (``add_cron``)
+and, when configured, a fold of every declared stream and a pass of every queue's
+retention policy (the queues in the connection's retained set).
 Each job runs at most one instance at a time (``max_instances=1``) and missed
 runs are coalesced into one, so a slow pass never piles up behind itself. Two
 schedulers on the same queue are safe: each lapsed id leaves the active set in
-exactly one atomic sweep, so no stall is counted twice.
+exactly one atomic sweep, so no stall is counted twice, and each cron fire time is
+enqueued by exactly one ``cron_fire`` call, whichever scheduler makes it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from echomq.jobs.cron import fire_due
 from echomq.jobs.stalled import (
     DEFAULT_INTERVAL_MS,
     DEFAULT_LIMIT,
@@ -35,6 +39,11 @@ log = logging.getLogger("echomq.scheduler")
 
 DEFAULT_FOLD_INTERVAL_MS = 60_000
 DEFAULT_RETENTION_INTERVAL_MS = 60_000
+DEFAULT_CRON_INTERVAL_MS = 1_000
+"""How often the cron job looks for due fires: every second, so a seconds-level schedule
+fires at most about a second late. A fixed tick (not one timed to the next fire) sees a
+schedule another process added at once, and costs one set read plus one read per
+scheduled queue per tick."""
 
 
 class BatchScheduler:
@@ -53,6 +62,8 @@ class BatchScheduler:
         self.retained: dict[str, RetentionReport] = {}
         """The last retention pass's answer per queue."""
         self.retention_passes = 0
+        self.fired: list[str] = []
+        """The ids of the cron jobs this scheduler's last pass enqueued."""
         self._lock = threading.Lock()
 
     def add_sweep(
@@ -70,6 +81,27 @@ class BatchScheduler:
         for queue in [queues] if isinstance(queues, str) else list(queues):
             check_name(queue, "queue name")
             self._add(f"sweep:{queue}", interval_ms, self.sweep_once, queue, max_stalled, limit)
+
+    def add_cron(self, *, interval_ms: int = DEFAULT_CRON_INTERVAL_MS) -> None:
+        """Fire the due cron schedules of every queue of the prefix every ``interval_ms``.
+
+        Any number of schedulers may do this: each fire time is enqueued once."""
+        validate.positive_int(interval_ms, "interval_ms")
+        self._add("cron", interval_ms, self.fire_once)
+
+    def fire_once(self) -> list[str] | None:
+        """One cron pass; a failure is logged and the next pass tries again (a fire it
+        missed is then fired once, late)."""
+        try:
+            fired = fire_due(self.conn)
+        except Exception as exc:  # the server may be restarting; the next pass catches up
+            log.warning("cron pass failed: %s", exc)
+            return None
+        with self._lock:
+            self.fired = fired
+        if fired:
+            log.info("cron fired %s", fired)
+        return fired
 
     def add_fold(self, fold: Callable[[], Any], *, interval_ms: int = DEFAULT_FOLD_INTERVAL_MS,
                  name: str = "fold") -> None:

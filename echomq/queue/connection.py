@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Literal
 import redis
 
 from echomq.errors import ConnectionFailed, InvalidArgument
-from echomq.queue.keys import PREFIX, Keys, check_prefix, declared_set, retained_set
+from echomq.queue.keys import (
+    PREFIX,
+    Keys,
+    check_prefix,
+    cron_set,
+    declared_set,
+    retained_set,
+)
 from echomq.servers.shared import SharedValkey
 from echomq.servers.valkey import DATA_DIR_ENV
 
@@ -73,6 +80,7 @@ class Connection:
         self.prefix = check_prefix(prefix)
         self.declared_set = declared_set(prefix)
         self.retained_set = retained_set(prefix)
+        self.cron_set = cron_set(prefix)
         self._executor: Executor | None = None
         self._keys: dict[str, Keys] = {}
 

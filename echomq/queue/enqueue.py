@@ -17,9 +17,10 @@ BATCH = 1000
 small enough that one script never blocks the server for long."""
 
 
-def _options(
+def option_args(
     delay_ms: int, priority: int, max_attempts: int, group: str | None, name: str | None
 ) -> list[str | int]:
+    """add's options, gated, in the order add-2.lua (and cron_fire-4.lua) read them."""
     validate.non_negative_int(delay_ms, "delay_ms")
     validate.priority(priority)
     validate.positive_int(max_attempts, "max_attempts")
@@ -51,7 +52,7 @@ def add(
     keys = conn.keys(queue)
     if job_id is not None:
         keys.job(job_id)  # the gate, before the wire
-    options = _options(delay_ms, priority, max_attempts, group, name)
+    options = option_args(delay_ms, priority, max_attempts, group, name)
     body = validate.payload_json(payload, conn.payload_limit)
     traced = tracing.current()
     if traced is None:
@@ -79,7 +80,7 @@ def add_many(
     Every payload is checked before the first batch is sent, so a bad one adds nothing.
     """
     keys = conn.keys(queue)
-    options = _options(delay_ms, priority, max_attempts, group, name)
+    options = option_args(delay_ms, priority, max_attempts, group, name)
     bodies = [validate.payload_json(p, conn.payload_limit) for p in payloads]
     ids_in = list(job_ids) if job_ids is not None else None
     for job_id in ids_in or ():

@@ -55,6 +55,11 @@ def retained_set(prefix: str = PREFIX) -> str:
     return check_prefix(prefix) + ":retained"
 
 
+def cron_set(prefix: str = PREFIX) -> str:
+    """Every queue of ``prefix`` that has cron schedules: what a scheduler walks (no SCAN)."""
+    return check_prefix(prefix) + ":cron"
+
+
 def check_name(value: object, what: str = "name") -> str:
     """Return ``value`` if it is a usable queue name or job id, else raise ``InvalidKey``."""
     if not isinstance(value, str):
@@ -181,3 +186,13 @@ class Keys:
     @cached_property
     def archive_lease(self) -> str:
         return self._key("archive-lease")
+
+    @cached_property
+    def schedules(self) -> str:
+        """Cron schedules: name -> the JSON spec ``echomq.schedule`` stored."""
+        return self._key("schedules")
+
+    @cached_property
+    def schedule_fires(self) -> str:
+        """Cron schedules: name -> the last fire time (epoch ms) a scheduler enqueued."""
+        return self._key("schedule-fires")

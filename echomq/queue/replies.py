@@ -27,6 +27,7 @@ from echomq.errors import (
     NotRemovable,
     NotScheduled,
     QueueBusy,
+    ScheduleGone,
     StaleToken,
 )
 
@@ -47,6 +48,7 @@ SCRIPT_CODES: dict[str, dict[int, type[EchoMQError]]] = {
     "obliterate_begin": {-1: QueueBusy, -2: HistoryNotArchived},
     "obliterate_keys": {-1: QueueBusy},
     "obliterate_end": {-1: QueueBusy},
+    "cron_fire": {-1: ScheduleGone},
 }
 """Every failure code of a script with codes of its own (the rest are successes)."""
 
@@ -59,6 +61,7 @@ _MESSAGES: dict[type[EchoMQError], str] = {
                         "write; it folds but never trims",
     QueueBusy: "{verb} {subject!r}: the queue is no longer marked for obliteration (another "
                "obliterate ended it first)",
+    ScheduleGone: "the cron schedule {subject!r} was removed or replaced before it fired",
 }
 
 ERROR_PREFIXES: dict[str, type[EchoMQError]] = {

@@ -65,6 +65,19 @@ def positive_seconds(value: object, what: str) -> float:
     return float(value)
 
 
+MAX_EPOCH_MS = MAX_INT * 1000
+"""The latest instant (epoch ms) a verb accepts: far past any clock (year ~71,600), still
+exact in a double. ``EMQ_MAX_INT * 1000`` in ``lua/_lib.lua``."""
+
+
+def epoch_ms(value: object, what: str) -> int:
+    """``value`` if it is an instant in epoch ms, 1..``MAX_EPOCH_MS``, else ``InvalidArgument``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_EPOCH_MS:
+        raise InvalidArgument(f"{what} must be epoch milliseconds in 1..{MAX_EPOCH_MS}, "
+                              f"got {value!r}")
+    return value
+
+
 def keep_count(value: object, what: str) -> int:
     """A retention count: -1 (keep all) or an int in 0..``MAX_INT``, else ``InvalidArgument``."""
     if value == -1 and isinstance(value, int) and not isinstance(value, bool):

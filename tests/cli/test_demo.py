@@ -17,12 +17,18 @@ def test_the_demo_runs_end_to_end_and_stops_its_private_server(tmp_path: Path) -
         cwd=ROOT, capture_output=True, text=True, timeout=110,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "restored floor holds 25 entries" in done.stdout
+    assert "restored floor holds 26 entries" in done.stdout
     assert "resumed: job" in done.stdout and "retried 1 time(s)" in done.stdout
+    assert re.search(r"a producer waited for job \S+: completed, result \{\"ok\":24\}",
+                     done.stdout), done.stdout
     # retention forgets only what the archive holds: nothing before the fold, all after
-    # (24 rows: the poison job's two deaths are two entries of one row)
-    assert "retention before any fold: forgot 0 rows, kept 24 for the archive" in done.stdout
-    assert "retention after the fold: forgot 24 rows, kept 0" in done.stdout
+    # (25 rows: the poison job's two deaths are two entries of one row)
+    assert "retention before any fold: forgot 0 rows, kept 25 for the archive" in done.stdout
+    assert "retention after the fold: forgot 25 rows, kept 0" in done.stdout
+    fired = re.search(r"cron fired (\d+) jobs, one per fire time \(UTC\):\n(.*)\n", done.stdout)
+    assert fired and int(fired.group(1)) >= 3, done.stdout
+    times = fired.group(2).split()
+    assert len(set(times)) == len(times) == int(fired.group(1))  # two schedulers, none twice
     found = re.search(r"valkey: redis://127\.0\.0\.1:(\d+)/0", done.stdout)
     assert found, done.stdout
     with socket.socket() as probe:  # the demo's server is gone with the demo

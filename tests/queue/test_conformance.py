@@ -14,13 +14,14 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
 
 import echomq
 from echomq.archive import declare
+from echomq.jobs.cron import fire_queue
 from echomq.jobs.settle import Settlement
 from echomq.models import ClaimedJob
 from echomq.queue import registry, transitions
@@ -268,8 +269,36 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     s("add traced", lambda: transitions.added(conn.executor.run(*transitions.add_call(
         conn.keys(q), [0, 0, 3, "", ""], [("traced", '{"n": "t"}')], TRACEPARENT))))
     s("get traced", lambda: echomq.get_job(conn, q, "traced"))
+
+    # cron: a fire at a fixed (fake) time, once; a stale fire and a replaced spec refused
+    s("schedule", lambda: _stable(echomq.schedule(conn, q, "tick", "*/5 * * * * *", {"c": 1},
+                                                  priority=4, group="g2")))
+    s("cron fire", lambda: fire_queue(conn, q, now=CRON_NOW))
+    s("cron fire again", lambda: fire_queue(conn, q, now=CRON_NOW + 4_000))
+    spec = conn.redis.hget(conn.keys(q).schedules, "tick")
+    stale = transitions.CronFire("tick", spec, CRON_NOW - 5_000, "cron-tick-stale", '"s"',
+                                 [0, 0, 3, "", ""])
+    s("cron fire stale", lambda: _fire(conn, q, stale))
+    s("cron fire replaced", lambda: _fire(conn, q, replace(stale, spec="{}", at_ms=CRON_NOW * 2)))
+    s("cron fire later", lambda: fire_queue(conn, q, now=CRON_NOW + 60_000))
+    s("unschedule", lambda: echomq.unschedule(conn, q, "tick"))
+    s("unschedule again", lambda: echomq.unschedule(conn, q, "tick"))
     bulk_steps(conn, q, s)
     return rec
+
+
+CRON_NOW = 4_102_444_800_000
+"""2100-01-01T00:00:00Z: a fake `now` both runs share, so their fire ids agree."""
+
+
+def _stable(found: echomq.Schedule) -> tuple[Any, ...]:
+    """A stored schedule without its server times."""
+    return (found.name, found.cron, found.timezone, found.payload, found.options)
+
+
+def _fire(conn: echomq.Connection, q: str, fire: transitions.CronFire) -> str | None:
+    call = transitions.cron_fire_call(conn.keys(q), fire)
+    return transitions.cron_fired(conn.executor.run(*call), fire.name)
 
 
 def bulk_steps(conn: echomq.Connection, q: str, s: Callable[[str, Callable[[], Any]], Any]
@@ -326,7 +355,7 @@ def test_the_scenario_exercises_every_reply(records: tuple[Record, Record]) -> N
     scripts, _ = records
     raised = {outcome[1] for _, outcome, _ in scripts.steps if outcome[0] == "raised"}
     assert raised == {"JobGone", "StaleToken", "NotActive", "NotRemovable", "InvalidArgument",
-                      "NotScheduled", "QueueBusy", "HistoryNotArchived"}
+                      "NotScheduled", "QueueBusy", "HistoryNotArchived", "ScheduleGone"}
     outcomes = dict((label, outcome) for label, outcome, _ in scripts.steps)
     assert outcomes["fail retrying"] == ("ok", "retrying")
     assert outcomes["fail dead"] == ("ok", "dead")
@@ -344,6 +373,11 @@ def test_the_scenario_exercises_every_reply(records: tuple[Record, Record]) -> N
     assert [outcomes[f"retry_dead {k}"] for k in ("ids", "all", "none")] == [
         ("ok", 1), ("ok", 1), ("ok", 0)]
     assert len(outcomes["list pending"][1]) == 3
+    assert outcomes["cron fire"] == ("ok", [f"cron-tick-{CRON_NOW}"])
+    assert outcomes["cron fire again"] == ("ok", [])
+    assert outcomes["cron fire stale"] == ("ok", None)
+    assert outcomes["cron fire later"] == ("ok", [f"cron-tick-{CRON_NOW + 60_000}"])
+    assert outcomes["unschedule"] == ("ok", True) and outcomes["unschedule again"] == ("ok", False)
     assert outcomes["complete_many"][1][0] is None
     assert [e[0] for e in outcomes["complete_many"][1][1:]] == [
         "StaleToken", "JobGone", "NotActive",

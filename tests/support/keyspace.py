@@ -3,12 +3,14 @@
 A dump is every key of one queue, named relative to the queue's base (so two queues
 driven through the same steps can be compared), with its type and its contents.
 ``normalise`` replaces what legitimately differs between two runs: wall-clock
-timestamps, lease deadlines, stream ids, the buckets of the duration histograms, and
+timestamps (a cron schedule's ``created_at`` too), lease deadlines, stream ids, the buckets of
+the duration histograms, and
 (kept aside) the ``lease_epoch`` field that only the functions executor stamps.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import redis
@@ -57,6 +59,8 @@ def normalise(raw: dict[str, tuple[str, Any]]) -> dict[str, tuple[str, Any]]:
         if kind == "hash" and name in _TIME_HISTOGRAMS:
             buckets = sum(int(v) for f, v in content.items() if f not in ("sum", "count"))
             content = {"count": content.get("count"), "in buckets": buckets}
+        elif kind == "hash" and name == "schedules":  # name -> spec JSON with its created_at
+            content = {f: {**json.loads(v), "created_at": "<t>"} for f, v in content.items()}
         elif kind == "hash":
             content = {
                 f: ("<t>" if f in TIME_FIELDS else v)

@@ -166,3 +166,31 @@ local function emq_tell(p, kind, id, reason)
   if reason then msg = msg .. ',"reason":' .. cjson.encode(reason) end
   redis.call('PUBLISH', p .. 'job-events', msg .. '}')
 end
+
+-- add one job's row unless its id exists (an idempotent add changes nothing); `delay`
+-- > 0 schedules it (into `scheduled`, the caller's KEYS entry). add-2.lua and
+-- cron_fire-4.lua share this, so a fired job is a job like any other. Returns true when
+-- the row was written. `trace` is a W3C traceparent kept on the row (echomq.tracing).
+local function emq_add_job(p, scheduled, id, body, delay, priority, max_attempts, g, name,
+                           now, trace)
+  local jk = p .. 'job:' .. id
+  if redis.call('EXISTS', jk) == 1 then return false end
+  local seq = redis.call('INCR', p .. 'seq')
+  local state = 'pending'
+  if delay > 0 then state = 'scheduled' end
+  redis.call('HSET', jk, 'state', state, 'attempts', 0, 'stalled', 0,
+    'payload', body, 'priority', priority, 'max_attempts', max_attempts,
+    'seq', seq, 'created_at', now)
+  if name ~= '' then redis.call('HSET', jk, 'name', name) end
+  if trace and trace ~= '' then redis.call('HSET', jk, 'traceparent', trace) end
+  if g then
+    redis.call('HSET', jk, 'group', g)
+    redis.call('SADD', p .. 'groups', g)
+  end
+  if delay > 0 then
+    redis.call('ZADD', scheduled, now + delay, id)
+  else
+    emq_make_pending(p, id, emq_score(priority, seq), g)
+  end
+  return true
+end

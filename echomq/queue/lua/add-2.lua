@@ -20,34 +20,13 @@ local ids = {}
 local pending_was_empty = redis.call('ZCARD', KEYS[1]) == 0
 for i = 8, #ARGV, 2 do
   local id = ARGV[i]
-  local fresh = true
   if id == '' then
     repeat
       id = tostring(redis.call('INCR', p .. 'id'))
     until redis.call('EXISTS', p .. 'job:' .. id) == 0
-  elseif redis.call('EXISTS', p .. 'job:' .. id) == 1 then
-    fresh = false
   end
-  if fresh then
-    local jk = p .. 'job:' .. id
-    local seq = redis.call('INCR', p .. 'seq')
-    local state = 'pending'
-    if delay > 0 then state = 'scheduled' end
-    redis.call('HSET', jk, 'state', state, 'attempts', 0, 'stalled', 0,
-      'payload', ARGV[i + 1], 'priority', priority, 'max_attempts', ARGV[4],
-      'seq', seq, 'created_at', now)
-    if ARGV[6] ~= '' then redis.call('HSET', jk, 'name', ARGV[6]) end
-    if ARGV[7] ~= '' then redis.call('HSET', jk, 'traceparent', ARGV[7]) end
-    if g then
-      redis.call('HSET', jk, 'group', g)
-      redis.call('SADD', p .. 'groups', g)
-    end
-    if delay > 0 then
-      redis.call('ZADD', KEYS[2], now + delay, id)
-    else
-      emq_make_pending(p, id, emq_score(priority, seq), g)
-    end
-  end
+  emq_add_job(p, KEYS[2], id, ARGV[i + 1], delay, priority, ARGV[4], g, ARGV[6], now,
+    ARGV[7])
   ids[#ids + 1] = id
 end
 -- wake idle consumers when work appears where there was none

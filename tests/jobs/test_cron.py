@@ -1,0 +1,286 @@
+"""Cron schedules: stored with the queue, refused when malformed, and fired once per fire
+time whoever fires them: two scheduler processes, a scheduler that was down, a fired job
+that finished and was purged."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+import pytest
+
+import echomq
+from echomq.jobs.cron import fire_due, fire_queue
+from echomq.queue.connection import Connection
+from tests.support import ROOT
+from tests.support.waits import server_ms, wait_until
+
+EVERY_SECOND = "* * * * * *"
+
+
+@pytest.fixture
+def pconn(server_url: str, executor: str) -> Iterator[Connection]:
+    """A connection under a prefix of the test's own: its cron set holds only this
+    test's queues, whatever other tests scheduled on the shared server."""
+    connection = echomq.connect(server_url, executor=executor,  # type: ignore[arg-type]
+                                prefix=f"cron{uuid.uuid4().hex[:8]}")
+    yield connection
+    connection.close()
+
+
+def fired_ids(conn: Connection, queue: str) -> list[str]:
+    """Every cron job of ``queue`` still pending, by fire time."""
+    ids = [i for i in conn.redis.zrange(conn.keys(queue).pending, 0, -1)
+           if i.startswith("cron-")]
+    return sorted(ids, key=lambda i: int(i.rsplit("-", 1)[1]))
+
+
+# -- what schedule() refuses --------------------------------------------------------
+
+
+@pytest.mark.parametrize(("args", "options", "error", "words"), [
+    (("bad:name", EVERY_SECOND), {}, echomq.InvalidKey, "schedule name"),
+    (("x" * 190, EVERY_SECOND), {}, echomq.InvalidKey, "limit is 178"),
+    (("n", "* * * *"), {}, echomq.InvalidArgument, "4 fields"),
+    (("n", "61 * * * *"), {}, echomq.InvalidArgument, "61"),
+    (("n", "0 0 30 2 *"), {}, echomq.InvalidArgument, "never fires"),
+    (("n", "* * * * *"), {"timezone": "Mars/Olympus"}, echomq.InvalidArgument, "Mars/Olympus"),
+    (("n", "* * * * *"), {"job_id": "fixed"}, echomq.InvalidArgument, "derived"),
+    (("n", "* * * * *"), {"colour": "red"}, echomq.InvalidArgument, "colour"),
+    (("n", "* * * * *"), {"priority": 5000}, echomq.InvalidArgument, "priority"),
+    (("n", "* * * * *"), {"group": "a b"}, echomq.InvalidKey, "group"),
+], ids=["name", "long-name", "fields", "range", "never", "timezone", "job_id", "unknown",
+        "priority", "group"])
+def test_a_bad_schedule_is_refused_naming_the_problem_and_nothing_is_stored(
+        pconn, queue, args, options, error, words):
+    with pytest.raises(error, match=re.escape(words)):
+        echomq.schedule(pconn, queue, *args, {"p": 1}, **options)
+    assert echomq.schedules(pconn, queue) == []
+    assert pconn.redis.smembers(pconn.cron_set) == set()
+
+
+def test_a_payload_add_would_refuse_is_refused(server_url, queue):
+    small = echomq.connect(server_url, payload_limit=64, prefix="cronpayload")
+    with pytest.raises(echomq.InvalidArgument, match="not JSON"):
+        echomq.schedule(small, queue, "n", EVERY_SECOND, {1, 2})
+    with pytest.raises(echomq.InvalidArgument, match="limit is 64"):
+        echomq.schedule(small, queue, "n", EVERY_SECOND, "x" * 100)
+    assert echomq.schedules(small, queue) == []
+
+
+# -- stored, listed, replaced, removed ------------------------------------------------
+
+
+def test_a_schedule_is_listed_with_its_next_fire_in_its_timezone(pconn, queue):
+    stored = echomq.schedule(pconn, queue, "report", "0 9 * * *", {"r": 1},
+                             timezone="America/New_York", priority=3, name="daily")
+    [listed] = echomq.schedules(pconn, queue)
+    assert listed == stored
+    assert (listed.cron, listed.payload, listed.last_fire_at) == ("0 9 * * *", {"r": 1}, None)
+    assert listed.options["priority"] == 3 and listed.options["name"] == "daily"
+    assert listed.next_fire_at is not None
+    local = datetime.fromtimestamp(listed.next_fire_at / 1000, ZoneInfo("America/New_York"))
+    assert (local.hour, local.minute, local.second) == (9, 0, 0)
+    assert 0 < listed.next_fire_at - server_ms(pconn.redis) <= 86_400_000
+
+
+def test_a_new_schedule_never_fires_for_a_time_before_it_was_stored(pconn, queue):
+    stored = echomq.schedule(pconn, queue, "tick", EVERY_SECOND, {})
+    assert fire_queue(pconn, queue, now=stored.created_at - 60_000) == []
+    assert fired_ids(pconn, queue) == []
+
+
+def test_a_fired_job_carries_the_schedule_s_payload_and_options(pconn, queue):
+    stored = echomq.schedule(pconn, queue, "tick", EVERY_SECOND, {"hello": "cron"},
+                             priority=7, max_attempts=2, group="g", name="ticker")
+    now = stored.created_at + 5_000
+    [job_id] = fire_due(pconn, now=now)
+    assert job_id == f"cron-tick-{now // 1000 * 1000}"
+    job = echomq.get_job(pconn, queue, job_id)
+    assert job is not None
+    assert (job.payload, job.priority, job.max_attempts, job.group, job.name) == (
+        {"hello": "cron"}, 7, 2, "g", "ticker")
+    [claimed] = echomq.claim(pconn, queue, lease_ms=10_000)
+    assert claimed.id == job_id
+
+
+def test_a_replaced_schedule_keeps_its_last_fire_and_uses_the_new_spec(pconn, queue):
+    stored = echomq.schedule(pconn, queue, "tick", EVERY_SECOND, {"v": 1})
+    [first] = fire_queue(pconn, queue, now=stored.created_at + 2_000)
+    echomq.schedule(pconn, queue, "tick", EVERY_SECOND, {"v": 2})
+    [listed] = echomq.schedules(pconn, queue)
+    assert listed.payload == {"v": 2} and listed.last_fire_at == int(first.rsplit("-", 1)[1])
+    assert fire_queue(pconn, queue, now=stored.created_at + 2_000) == []
+    [second] = fire_queue(pconn, queue, now=stored.created_at + 9_000)
+    assert echomq.get_job(pconn, queue, second).payload == {"v": 2}  # type: ignore[union-attr]
+
+
+def test_unschedule_stops_the_fires_and_unlists_the_queue(pconn, queue):
+    stored = echomq.schedule(pconn, queue, "tick", EVERY_SECOND, {})
+    assert pconn.redis.smembers(pconn.cron_set) == {queue}
+    assert len(fire_due(pconn, now=stored.created_at + 1_000)) == 1
+    assert echomq.unschedule(pconn, queue, "tick") is True
+    assert echomq.unschedule(pconn, queue, "tick") is False
+    assert fire_due(pconn, now=stored.created_at + 3_600_000) == []
+    assert echomq.schedules(pconn, queue) == []
+    assert pconn.redis.smembers(pconn.cron_set) == set()
+    assert len(fired_ids(pconn, queue)) == 1  # what it enqueued before stays
+
+
+def test_an_obliterated_queue_leaves_the_cron_set_at_the_next_pass(pconn, queue):
+    echomq.schedule(pconn, queue, "tick", EVERY_SECOND, {})
+    assert echomq.obliterate(pconn, queue) >= 1
+    assert echomq.schedules(pconn, queue) == []
+    assert pconn.redis.smembers(pconn.cron_set) == {queue}
+    assert fire_due(pconn) == []
+    assert pconn.redis.smembers(pconn.cron_set) == set()
+
+
+def test_two_prefixes_keep_separate_schedules(server_url, executor, queue):
+    a = echomq.connect(server_url, executor=executor, prefix=f"ta{uuid.uuid4().hex[:6]}")
+    b = echomq.connect(server_url, executor=executor, prefix=f"tb{uuid.uuid4().hex[:6]}")
+    stored = echomq.schedule(a, queue, "tick", EVERY_SECOND, {"tenant": "a"})
+    now = stored.created_at + 10_000
+    assert echomq.schedules(b, queue) == []
+    assert fire_due(b, now=now) == []
+    assert fired_ids(b, queue) == []
+    assert len(fire_due(a, now=now)) == 1
+    echomq.schedule(b, queue, "tick", EVERY_SECOND, {"tenant": "b"})
+    assert [s.payload for s in echomq.schedules(a, queue)] == [{"tenant": "a"}]
+    assert echomq.unschedule(b, queue, "tick") and len(echomq.schedules(a, queue)) == 1
+    a.close()
+    b.close()
+
+
+# -- fired once -----------------------------------------------------------------------
+
+
+def test_a_scheduler_that_was_down_fires_what_it_missed_once(pconn, queue):
+    stored = echomq.schedule(pconn, queue, "tick", EVERY_SECOND, {})
+    later = stored.created_at + 3 * 3_600_000  # three hours of missed seconds
+    assert fire_due(pconn, now=later) == [f"cron-tick-{later // 1000 * 1000}"]
+    assert fire_due(pconn, now=later) == []
+    assert fire_due(pconn, now=later - 60_000) == []  # earlier than the last fire: nothing
+    assert fired_ids(pconn, queue) == [f"cron-tick-{later // 1000 * 1000}"]
+    [listed] = echomq.schedules(pconn, queue)
+    assert listed.last_fire_at == later // 1000 * 1000
+
+
+def test_a_fired_job_that_finished_and_was_purged_is_not_enqueued_again(pconn, queue):
+    stored = echomq.schedule(pconn, queue, "tick", "*/5 * * * * *", {})
+    now = stored.created_at + 12_000
+    [job_id] = fire_due(pconn, now=now)
+    [held] = echomq.claim(pconn, queue, lease_ms=10_000)
+    echomq.complete(pconn, queue, held.id, held.token, "done")
+    assert echomq.purge(pconn, queue, "completed") == 1
+    assert echomq.get_job(pconn, queue, job_id) is None
+    at = int(job_id.rsplit("-", 1)[1])
+    for scheduler_clock in (now, at + 4_999):  # the same fire time is still the latest due
+        assert fire_due(pconn, now=scheduler_clock) == []
+    assert echomq.get_job(pconn, queue, job_id) is None
+    assert echomq.counts(pconn, queue).pending == 0
+
+
+def _scheduler_processes(conn: Connection, executor: str) -> list[subprocess.Popen[str]]:
+    """Two real schedulers on the test's prefix: ``emq scheduler`` and a BatchScheduler
+    started by ``python -c``, both ticking every 250 ms and logging what they fire."""
+    env = {**os.environ, "EMQ_URL": conn.url, "EMQ_EXECUTOR": executor,
+           "EMQ_PREFIX": conn.prefix}
+    batch = (
+        "import logging, os, signal, threading, echomq\n"
+        "logging.basicConfig(level=logging.INFO)\n"
+        "conn = echomq.connect(os.environ['EMQ_URL'], executor=os.environ['EMQ_EXECUTOR'],"
+        " prefix=os.environ['EMQ_PREFIX'])\n"
+        "done = threading.Event()\n"
+        "signal.signal(signal.SIGTERM, lambda *_: done.set())\n"
+        "batch = echomq.BatchScheduler(conn)\n"
+        "batch.add_cron(interval_ms=250)\n"
+        "with batch:\n"
+        "    done.wait()\n"
+    )
+    commands = [
+        [sys.executable, "-m", "echomq", "--log-level", "INFO", "scheduler",
+         "--cron-interval-ms", "250"],
+        [sys.executable, "-c", batch],
+    ]
+    return [subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True) for cmd in commands]
+
+
+@pytest.mark.slow
+def test_two_scheduler_processes_enqueue_each_fire_time_once(pconn, executor, queue):
+    stored = echomq.schedule(pconn, queue, "tick", EVERY_SECOND, {"n": 1})
+    procs = _scheduler_processes(pconn, executor)
+    try:
+        wait_until(lambda: len(fired_ids(pconn, queue)) >= 1, timeout=20)
+        time.sleep(4)
+    finally:
+        stopping = server_ms(pconn.redis)
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        logs = [proc.communicate(timeout=20)[0] for proc in procs]
+    stopped = server_ms(pconn.redis)
+    assert [proc.returncode for proc in procs] == [0, 0], logs
+
+    ids = fired_ids(pconn, queue)
+    times = [int(i.rsplit("-", 1)[1]) for i in ids]
+    assert all(later - earlier >= 1000 for earlier, later in zip(times, times[1:], strict=False))
+    assert stored.created_at <= times[0] and times[-1] <= stopped
+    # each process logs the ids IT enqueued: together every job, none twice
+    reported = [job_id for log in logs
+                for line in re.findall(r"cron fired \[(.*)\]", log)
+                for job_id in re.findall(r"'([^']+)'", line)]
+    assert sorted(reported) == sorted(ids), logs
+    # every second from the first fire to the stop fired (one may be coalesced)
+    def ticks(until: int) -> int:
+        return until // 1000 - times[0] // 1000 + 1
+
+    assert ticks(stopping) - 1 <= len(ids) <= ticks(stopped), (ids, stopping, stopped)
+
+
+RACER = """
+import json, os, sys
+import echomq
+from echomq.jobs.cron import fire_due
+conn = echomq.connect(os.environ["EMQ_URL"], executor=os.environ["EMQ_EXECUTOR"],
+                      prefix=os.environ["EMQ_PREFIX"])
+start, ready, go = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+conn.redis.rpush(ready, 1)
+conn.redis.blpop([go], timeout=30)
+fired = []
+for tick in range(300):
+    fired += fire_due(conn, now=start + tick * 1000)
+print(json.dumps(fired))
+"""
+
+
+def test_two_processes_racing_over_one_fake_clock_enqueue_each_fire_once(pconn, executor, queue):
+    """Both processes walk the same 300 seconds of a fake clock at full speed, started
+    together, so they keep reading the same last fire and reaching for the same time:
+    the transition alone decides who fires it."""
+    stored = echomq.schedule(pconn, queue, "tick", EVERY_SECOND, {})
+    start = (stored.created_at // 1000 + 1) * 1000
+    ready, go = f"{pconn.prefix}:test-ready", f"{pconn.prefix}:test-go"
+    env = {**os.environ, "EMQ_URL": pconn.url, "EMQ_EXECUTOR": executor,
+           "EMQ_PREFIX": pconn.prefix}
+    procs = [subprocess.Popen([sys.executable, "-c", RACER, str(start), ready, go], cwd=ROOT,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    for _ in procs:
+        assert pconn.redis.blpop([ready], timeout=30) is not None
+    pconn.redis.rpush(go, 1, 1)
+    outputs = [proc.communicate(timeout=60) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], outputs
+    reported = [job_id for out, _ in outputs for job_id in json.loads(out)]
+    expected = [f"cron-tick-{start + tick * 1000}" for tick in range(300)]
+    assert sorted(reported) == sorted(expected)  # every second once, none twice
+    assert fired_ids(pconn, queue) == expected
