@@ -95,6 +95,9 @@ def log_in(driver: Any, base: str, token: str = TOKEN) -> None:
     driver.get(base + "/login")
     driver.find_element(By.ID, "token").send_keys(token)
     driver.find_element(By.ID, "login-submit").click()
+    wait_for(driver, lambda d: d.execute_script("return document.readyState") == "complete"
+             and not d.find_elements(By.ID, "login-submit") or d.find_elements(
+                 By.ID, "login-failed"))
 
 
 def wait_for(driver: Any, predicate: Any, timeout: float = 10.0) -> Any:
@@ -153,9 +156,10 @@ def test_logging_in_with_the_token(browser: Any, base: str) -> None:
     browser.get(base + "/")
     assert browser.current_url == base + "/login"
     log_in(browser, base, "wrong")
-    assert browser.find_element(By.ID, "login-failed").is_displayed()
+    assert wait_for(browser, lambda d: d.find_element(By.ID, "login-failed")).is_displayed()
     log_in(browser, base)
-    assert browser.current_url == base + "/" and "Queues" in text_of(browser)
+    wait_for(browser, lambda d: d.current_url == base + "/")
+    assert "Queues" in text_of(browser)
 
 
 def test_the_overview_shows_counts_and_refreshes_them(
