@@ -2,8 +2,10 @@
 Selenium, against ``emq dashboard`` served by uvicorn in its own process, on a real Valkey
 and a real floor. One browser and one server for the module.
 
-The tests also take the README's screenshots (docs/screenshots/*.png). Without Chromium
-they skip, except under CI (``CI=true``), where they fail: CI installs it.
+The tests also take the README's screenshots: into a temporary folder on every run (so a
+test run leaves the checkout as it was), and into docs/screenshots/*.png with
+``EMQ_SCREENSHOTS=1``, which is how the README's pictures are made. Without Chromium they
+skip, except under CI (``CI=true``), where they fail: CI installs it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ from tests.web.conftest import fill
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 SHOTS = ROOT / "docs" / "screenshots"
+if os.environ.get("EMQ_SCREENSHOTS") != "1":
+    import tempfile
+
+    SHOTS = Path(tempfile.mkdtemp(prefix="emq-screenshots-"))
 TOKEN = "browser-test-token"
 
 
@@ -137,7 +143,8 @@ def no_alert(driver: Any) -> bool:
 
 def shot(driver: Any, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
-    driver.save_screenshot(str(SHOTS / name))
+    assert driver.save_screenshot(str(SHOTS / name)), f"no screenshot {name}"
+    assert (SHOTS / name).stat().st_size > 1000
 
 
 @pytest.fixture
