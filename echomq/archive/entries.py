@@ -102,6 +102,19 @@ def to_ms(value: int | float | datetime | None) -> int | None:
     return int(value)
 
 
+def parse_time(text: str | None, what: str = "time") -> int | None:
+    """A time typed by a person (a form field, a command option): ms since the epoch or an
+    ISO 8601 time (naive means UTC), as ms; ``InvalidArgument`` naming ``what`` otherwise."""
+    if not text:
+        return None
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        return to_ms(datetime.fromisoformat(text))
+    except ValueError as exc:
+        raise InvalidArgument(f"{what}: {text!r} is neither ms nor an ISO 8601 time") from exc
+
+
 @dataclass(frozen=True, slots=True)
 class ArchivedEntry:
     """One settled outcome as the archive keeps it; ``at`` is ms on the server clock."""

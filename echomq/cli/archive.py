@@ -13,7 +13,6 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -52,16 +51,13 @@ def _url_option(fn: F) -> F:
 
 def _time(value: str | None) -> int | None:
     """Milliseconds since the epoch, or an ISO 8601 time (naive means UTC)."""
-    if value is None:
-        return None
-    if value.lstrip("-").isdigit():
-        return int(value)
-    from echomq.archive.entries import to_ms
+    from echomq.archive.entries import parse_time
+    from echomq.errors import InvalidArgument
 
     try:
-        return to_ms(datetime.fromisoformat(value))
-    except ValueError as exc:
-        raise click.BadParameter(f"{value!r} is neither ms nor an ISO 8601 time") from exc
+        return parse_time(value)
+    except InvalidArgument as exc:
+        raise click.BadParameter(str(exc)) from exc
 
 
 def _emit(as_json: bool, rows: list[dict[str, Any]], title: str) -> None:

@@ -99,18 +99,9 @@ async def job(board: Dashboard, request: Request) -> Response:
 
 def _ms(value: str | None, what: str) -> int | None:
     """A form's time: ms since the epoch or an ISO 8601 time (naive means UTC)."""
-    if not value:
-        return None
-    if value.lstrip("-").isdigit():
-        return int(value)
-    from datetime import datetime
+    from echomq.archive.entries import parse_time
 
-    from echomq.archive.entries import to_ms
-
-    try:
-        return to_ms(datetime.fromisoformat(value))
-    except ValueError as exc:
-        raise InvalidArgument(f"{what}: {value!r} is neither ms nor an ISO 8601 time") from exc
+    return parse_time(value, what)
 
 
 def _archive_context(board: Dashboard, query: dict[str, str]) -> dict[str, Any]:

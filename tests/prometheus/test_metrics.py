@@ -5,17 +5,16 @@ folded, read back with prometheus_client's own parser, on both executors."""
 from __future__ import annotations
 
 import re
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import echomq
 from echomq.archive import Driver, declare
-from echomq.jobs.consumer import Consumer
 from echomq.prometheus import BUCKETS_MS, render
 from echomq.queue.connection import Connection
 from tests.prometheus.scrape import Samples, parse, queues_of, value
+from tests.support import consumers
 from tests.support.waits import wait_lapsed, wait_until
 
 LIB = Path(echomq.__file__).parent / "queue" / "lua" / "_lib.lua"
@@ -38,16 +37,7 @@ def handler(job: Any) -> Any:
 
 
 def run_until(conn: Connection, queue: str, done: Any) -> None:
-    consumer = Consumer(conn, queue, handler, poll_ms=20, beat_ms=50, backoff_ms=1,
-                        backoff_cap_ms=1)
-    thread = threading.Thread(target=consumer.run, kwargs={"install_signals": False})
-    thread.start()
-    try:
-        wait_until(done)
-    finally:
-        consumer.stop()
-        thread.join(10)
-    assert not thread.is_alive()
+    consumers.run_until(conn, queue, handler, done)
 
 
 def test_every_metric_moves_through_a_queue_s_life(conn: Connection, queue: str,

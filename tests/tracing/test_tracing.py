@@ -20,7 +20,7 @@ import echomq
 from echomq import tracing
 from echomq.jobs.consumer import Consumer
 from echomq.queue.connection import Connection
-from tests.support import ROOT
+from tests.support import ROOT, consumers
 from tests.support.waits import wait_until
 
 
@@ -44,16 +44,7 @@ def handler(job: Any) -> Any:
 
 
 def run_until(conn: Connection, queue: str, done: Any) -> None:
-    consumer = Consumer(conn, queue, handler, poll_ms=20, beat_ms=50, backoff_ms=1,
-                        backoff_cap_ms=1)
-    thread = threading.Thread(target=consumer.run, kwargs={"install_signals": False})
-    thread.start()
-    try:
-        wait_until(done)
-    finally:
-        consumer.stop()
-        thread.join(10)
-    assert not thread.is_alive()
+    consumers.run_until(conn, queue, handler, done)
 
 
 def named(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:

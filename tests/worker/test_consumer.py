@@ -13,27 +13,16 @@ import echomq
 from echomq.jobs.consumer import Consumer
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
+from tests.support.consumers import ConsumerThreads
 from tests.support.waits import wait_until
 
 
 @pytest.fixture
 def start(conn: Connection, queue: str) -> Iterator[Callable[..., Consumer]]:
     """Run Consumers on background threads; stop them all at the end of the test."""
-    running: list[tuple[Consumer, threading.Thread]] = []
-
-    def starter(handler: Callable[[Any], Any], **options: Any) -> Consumer:
-        options.setdefault("poll_ms", 100)
-        consumer = Consumer(conn, queue, handler, **options)
-        thread = threading.Thread(target=consumer.run, kwargs={"install_signals": False})
-        thread.start()
-        running.append((consumer, thread))
-        return consumer
-
-    yield starter
-    for consumer, thread in running:
-        consumer.stop()
-        thread.join(10)
-        assert not thread.is_alive()
+    threads = ConsumerThreads(conn, queue, poll_ms=100)
+    yield threads.start
+    threads.stop_all()
 
 
 def stream_entries(conn: Connection, queue: str) -> list[dict[str, str]]:

@@ -13,6 +13,7 @@ import pytest
 
 import echomq
 from echomq.queue.connection import Connection
+from tests.support.consumers import ConsumerThreads
 from tests.support.waits import wait_until
 
 LONG_POLL_MS = 60_000
@@ -21,20 +22,10 @@ LONG_POLL_MS = 60_000
 
 @pytest.fixture
 def start(conn: Connection, queue: str) -> Iterator[Callable[..., echomq.Consumer]]:
-    running: list[tuple[echomq.Consumer, threading.Thread]] = []
-
-    def starter(handler: Callable[[Any], Any], **options: Any) -> echomq.Consumer:
-        consumer = echomq.Consumer(conn, queue, handler, poll_ms=LONG_POLL_MS, **options)
-        thread = threading.Thread(target=consumer.run, kwargs={"install_signals": False})
-        thread.start()
-        running.append((consumer, thread))
-        return consumer
-
-    yield starter
-    for consumer, thread in running:
-        consumer.stop()
-        thread.join(10)
-        assert not thread.is_alive()
+    """Run Consumers on background threads; stop them all at the end of the test."""
+    threads = ConsumerThreads(conn, queue, poll_ms=LONG_POLL_MS)
+    yield threads.start
+    threads.stop_all()
 
 
 def test_a_paused_queue_feeds_no_consumer_until_resumed(

@@ -14,27 +14,16 @@ import pytest
 import echomq
 from echomq import EventKind
 from echomq.queue.connection import Connection
+from tests.support.consumers import ConsumerThreads
 from tests.support.waits import wait_until
 
 
 @pytest.fixture
 def start(conn: Connection, queue: str) -> Iterator[Callable[..., echomq.Consumer]]:
     """Run Consumers on background threads; stop them all at the end of the test."""
-    running: list[tuple[echomq.Consumer, threading.Thread]] = []
-
-    def starter(handler: Callable[[Any], Any], **options: Any) -> echomq.Consumer:
-        options.setdefault("poll_ms", 100)
-        consumer = echomq.Consumer(conn, queue, handler, **options)
-        thread = threading.Thread(target=consumer.run, kwargs={"install_signals": False})
-        thread.start()
-        running.append((consumer, thread))
-        return consumer
-
-    yield starter
-    for consumer, thread in running:
-        consumer.stop()
-        thread.join(10)
-        assert not thread.is_alive()
+    threads = ConsumerThreads(conn, queue, poll_ms=100)
+    yield threads.start
+    threads.stop_all()
 
 
 def until(stream: echomq.EventStream, kind: EventKind, job_id: str) -> list[echomq.Event]:
