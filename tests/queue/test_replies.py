@@ -33,7 +33,9 @@ def lua_files() -> list[Path]:
 
 
 def lua_sources() -> dict[str, str]:
-    return {path.name: path.read_text(encoding="utf-8") for path in lua_files()}
+    """Every file's text by its path below the package (two parts may each have a _lib)."""
+    return {str(path.relative_to(PACKAGE)): path.read_text(encoding="utf-8")
+            for path in lua_files()}
 
 
 def verb(filename: str) -> str:
@@ -41,11 +43,34 @@ def verb(filename: str) -> str:
     return filename.rsplit("-", 1)[0]
 
 
+_HELPER = re.compile(r"^local function (\w+)\(", re.M)
+
+
+def helper_codes(lib: Path) -> dict[str, set[int]]:
+    """The codes each helper of a package's ``_lib.lua`` returns, by helper name."""
+    if not lib.exists():
+        return {}
+    text = lib.read_text(encoding="utf-8")
+    starts = list(_HELPER.finditer(text))
+    bodies = {m.group(1): text[m.start():(starts[i + 1].start() if i + 1 < len(starts)
+                                          else len(text))] for i, m in enumerate(starts)}
+    return {name: {int(c) for c in _CODE.findall(body)} for name, body in bodies.items()}
+
+
 def returned_codes() -> dict[int, list[str]]:
+    """Every negative code each script answers: its own ``return -N`` and those of the
+    helpers of its package's ``_lib.lua`` that it calls."""
     codes: dict[int, list[str]] = {}
-    for name, text in lua_sources().items():
-        for match in _CODE.finditer(text):
-            codes.setdefault(int(match.group(1)), []).append(name)
+    for path in lua_files():
+        if path.name.startswith("_"):
+            continue
+        text = path.read_text(encoding="utf-8")
+        found = {int(c) for c in _CODE.findall(text)}
+        for helper, returned in helper_codes(path.parent / "_lib.lua").items():
+            if re.search(rf"\b{helper}\(", text):
+                found |= returned
+        for code in sorted(found):
+            codes.setdefault(code, []).append(path.name)
     return codes
 
 

@@ -17,18 +17,8 @@
    -2   the stream is not declared: nothing marked
    -3   the archive of record is another one: nothing marked
 ]]
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return -1
-end
-if redis.call('HGET', KEYS[2], 'stream') ~= '1' then
-  return -2
-end
-local record = redis.call('HGET', KEYS[2], 'archive')
-if record == false then
-  redis.call('HSET', KEYS[2], 'archive', ARGV[3])
-elseif record ~= ARGV[3] and (ARGV[4] == '' or record ~= ARGV[4]) then
-  return -3
-end
+local custody = emq_fold_custody(KEYS[1], ARGV[1], KEYS[2], ARGV[3], ARGV[4])
+if custody ~= 0 then return custody end
 local function parse(id)
   local ms, seq = string.match(id or '', '^(%d+)-(%d+)$')
   if not ms then return nil end

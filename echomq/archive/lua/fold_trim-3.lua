@@ -16,18 +16,8 @@
    -2       the stream is not declared: nothing trimmed
    -3       the archive of record is another one: nothing trimmed
 ]]
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return -1
-end
-if redis.call('HGET', KEYS[3], 'stream') ~= '1' then
-  return -2
-end
-local record = redis.call('HGET', KEYS[3], 'archive')
-if record == false then
-  redis.call('HSET', KEYS[3], 'archive', ARGV[4])
-elseif record ~= ARGV[4] and (ARGV[5] == '' or record ~= ARGV[5]) then
-  return -3
-end
+local custody = emq_fold_custody(KEYS[1], ARGV[1], KEYS[3], ARGV[4], ARGV[5])
+if custody ~= 0 then return custody end
 local removed = redis.call('XTRIM', KEYS[2], 'MINID', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return removed
