@@ -18,30 +18,43 @@ from echomq.cli.durations import DURATION
 @click.option("--delay-ms", default=0)
 @click.option("--priority", default=0)
 @click.option("--max-attempts", default=3)
+@click.option("--json", "as_json", is_flag=True, help="Print {\"ids\": [...]}.")
 @click.pass_context
 def enqueue(ctx: click.Context, queue: str, payloads: tuple[str, ...], job_id: str | None,
-            delay_ms: int, priority: int, max_attempts: int) -> None:
-    """Add jobs; each PAYLOAD is JSON text."""
+            delay_ms: int, priority: int, max_attempts: int, as_json: bool) -> None:
+    """Add jobs; each PAYLOAD is JSON text. Prints each new job's id.
+
+    Refuses a payload that is not JSON, a bad queue name or id, and the limits of
+    ``echomq.add`` (payload size, priority 0..1023, positive max attempts)."""
     try:
         bodies = [json.loads(p) for p in payloads] or [None]
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"payload is not JSON: {exc}") from exc
     conn = connect(ctx)
-    for body in bodies:
-        click.echo(echomq.add(conn, queue, body, job_id=job_id, delay_ms=delay_ms,
-                              priority=priority, max_attempts=max_attempts))
+    with as_click_error():
+        ids = [echomq.add(conn, queue, body, job_id=job_id, delay_ms=delay_ms,
+                          priority=priority, max_attempts=max_attempts) for body in bodies]
+    if as_json:
+        emit({"ids": ids}, True)
+    else:
+        for job_id in ids:
+            click.echo(job_id)
 
 
 @click.command()
 @click.option("--queue", "-q", required=True)
 @click.argument("job_id")
 @click.option("--reason", default=None)
+@click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def cancel(ctx: click.Context, queue: str, job_id: str, reason: str | None) -> None:
-    """Cancel JOB_ID: removed if unclaimed, signalled if running."""
+def cancel(ctx: click.Context, queue: str, job_id: str, reason: str | None,
+           as_json: bool) -> None:
+    """Cancel JOB_ID: removed if unclaimed, signalled if running. Refuses a finished or
+    unknown job."""
     conn = connect(ctx)
     with as_click_error():
-        click.echo(echomq.cancel.request(conn, queue, job_id, reason))
+        verdict = echomq.cancel.request(conn, queue, job_id, reason)
+    emit({"job": job_id, "cancel": verdict} if as_json else verdict, as_json)
 
 
 @click.command()

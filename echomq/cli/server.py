@@ -50,13 +50,17 @@ def server_status(ctx: click.Context, as_json: bool) -> None:
 
 
 @server.command("stop")
+@click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def server_stop(ctx: click.Context) -> None:
+def server_stop(ctx: click.Context, as_json: bool) -> None:
     """Stop the folder's server; its AOF keeps every job for the next start."""
     shared = _shared(ctx)
     with as_click_error():
         info = shared.stop()
-    if info is None:
+    if as_json:
+        emit({"stopped": info is not None, "data_dir": str(shared.data_dir),
+              "pid": info.pid if info else None}, True)
+    elif info is None:
         click.echo(f"no server running for {shared.data_dir}")
     else:
         click.echo(f"stopped the server of {info.data_dir} (pid {info.pid})")

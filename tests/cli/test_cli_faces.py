@@ -3,6 +3,7 @@ whose commands that reach a bucket build the remote from the same options."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -138,3 +139,40 @@ def test_the_valkey_launchers_stand_on_errors_alone() -> None:
         path = ROOT / "echomq" / "servers" / f"{name}.py"
         assert {m for m in _imports(path)
                 if not m.startswith("echomq.servers")} <= {"echomq.errors"}, name
+
+
+PRINTING_COMMANDS = [
+    ["enqueue"], ["cancel"], ["sweep"], ["reap"], ["dead"], ["purge"], ["status"],
+    ["pause"], ["resume"], ["drain"], ["obliterate"], ["retry"], ["remove"], ["promote"],
+    ["jobs"], ["show"], ["schedule"], ["unschedule"], ["schedules"], ["wait"], ["events"],
+    ["retention"], ["metrics"], ["server", "start"], ["server", "status"], ["server", "stop"],
+    ["archive", "audit"], ["archive", "fold"], ["archive", "restore"], ["archive", "show"],
+    ["archive", "status"], ["archive", "verify"], ["archive", "ack-gap"],
+]
+"""Every ``emq`` command that prints a result (the long-running ones log instead)."""
+
+
+@pytest.mark.parametrize("command", PRINTING_COMMANDS, ids=" ".join)
+def test_every_command_that_prints_takes_json(command: list[str]) -> None:
+    from click.testing import CliRunner
+
+    from echomq.cli import main
+
+    shown = CliRunner().invoke(main, [*command, "--help"])
+    assert shown.exit_code == 0, shown.output
+    assert "--json" in shown.output
+
+
+def test_enqueue_prints_json_and_refuses_a_bad_queue_name(server_url: str) -> None:
+    from click.testing import CliRunner
+
+    from echomq.cli import main
+
+    runner = CliRunner()
+    done = runner.invoke(main, ["--url", server_url, "enqueue", "-q", "json-ids", "--json",
+                                '{"n": 1}', '{"n": 2}'])
+    assert done.exit_code == 0, done.output
+    assert len(json.loads(done.output)["ids"]) == 2
+    bad = runner.invoke(main, ["--url", server_url, "enqueue", "-q", "no{brace}", "1"])
+    assert bad.exit_code == 1 and "Error:" in bad.output and bad.exception is not None
+    assert "Traceback" not in bad.output
