@@ -156,7 +156,8 @@ class BatchScheduler:
         except Exception as exc:  # the next pass retries; nothing was trimmed that is not safe
             log.warning("%s failed: %s", name, exc)
             return
-        log.info("%s: %s", name, report)
+        if report is not None:  # a fold callable that reports nothing logs nothing
+            log.info("%s: %s", name, report)
 
     def start(self) -> BatchScheduler:
         self._scheduler.start()
