@@ -1,4 +1,5 @@
-"""``emq archive ...``: fold, status, audit, show, restore, verify, ack-gap (and declare).
+"""``emq archive ...``: fold, status, audit, show, restore, verify, ack-gap, replay (and
+declare).
 
 Every command takes the floor path and the remote's settings as options, each with an
 environment variable, so a deployment sets ``EMQ_FLOOR`` and ``EMQ_S3_*`` once. ``--json``
@@ -122,11 +123,15 @@ def archive() -> None:
               help="Name the archive of record: the remote (--bucket...) or the floor "
                    "(--floor). Only a driver writing to it trims. Default: unchanged; "
                    "unset, the first driver that trims claims it.")
+@click.option("--payload/--no-payload", default=None,
+              help="Also record each job's name and payload with its outcome (what "
+                   "`emq archive replay` needs; off unless asked). Default: unchanged.")
 @_floor_option
 @remote_options
 @click.pass_context
 def declare_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None,
-                record: str | None, floor_path: str, s3: RemoteSettings) -> None:
+                record: str | None, payload: bool | None, floor_path: str,
+                s3: RemoteSettings) -> None:
     """Record every outcome of QUEUES (dead-letters too) and archive their streams."""
     conn = connect(ctx, url)
     target: Any = None
@@ -136,7 +141,7 @@ def declare_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None,
         target = Floor(floor_path)
     try:
         for queue in queues:
-            _guard(partial(declare, conn, queue, target))
+            _guard(partial(declare, conn, queue, target, payload=payload))
     finally:
         if isinstance(target, Floor):
             target.close()
@@ -333,5 +338,9 @@ def ack_gap_cmd(queue: str, by: str | None, note: str, floor_path: str, as_json:
         sys.exit(1)
     _emit(as_json, [g.to_dict() for g in done], f"{queue}: acknowledged")
 
+
+from echomq.cli.archive_replay import replay_cmd  # noqa: E402 (a command of this group)
+
+archive.add_command(replay_cmd)
 
 archive_cli = archive
