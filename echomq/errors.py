@@ -221,3 +221,12 @@ class JobNotArchived(ArchiveError):
 class PayloadNotRecorded(ArchiveError):
     """The job's archived outcome carries no payload: its queue was not declared with
     ``payload=True`` when it settled, so it cannot be replayed from the archive."""
+
+
+class ExtraMissing(EchoMQError, ImportError):
+    """An optional extra is not installed (``Floor.query`` and ``Floor.export`` need
+    ``echomq[sql]``); the message says what to install."""
+
+
+class QueryFailed(ArchiveError):
+    """DuckDB refused a query over the archive's history; the message is DuckDB's."""
