@@ -21,15 +21,23 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from itertools import islice
 from typing import TYPE_CHECKING
 
-from echomq.archive.entries import id_lt
+from echomq.archive.entries import MAX_U64, id_lt, parse_stream_id, to_ms
 from echomq.archive.floor import Floor
 from echomq.archive.report import ArchiveReport
-from echomq.archive.slices import GENESIS, ZERO_ID, ChainBroken, SliceContent, SliceRef
+from echomq.archive.slices import (
+    GENESIS,
+    ZERO_ID,
+    ChainBroken,
+    SliceContent,
+    SliceMeta,
+    SliceRef,
+)
+from echomq.errors import InvalidArgument, MissingSlice
 from echomq.errors import ManifestMissing as ManifestMissing
-from echomq.errors import MissingSlice
 
 if TYPE_CHECKING:
     from echomq.archive.remote import Manifest, Remote
@@ -199,13 +207,43 @@ class _Chain:
         return meta.digest
 
 
+def until_id(value: int | datetime | str) -> str:
+    """The last stream id a point-in-time restore keeps: a stream id as given, or every id
+    of the millisecond ``value`` (ms since the epoch or a datetime, naive means UTC) and
+    before it."""
+    if isinstance(value, str):
+        if "-" not in value:
+            raise InvalidArgument(f"until is a stream id ('ms-seq'), ms or a datetime, "
+                                  f"got {value!r}")
+        first, seq = parse_stream_id(value)
+        return f"{first}-{seq}"
+    ms = to_ms(value)
+    if ms is None or ms < 0:
+        raise InvalidArgument(f"until must be a time at or after the epoch, got {value!r}")
+    return f"{ms}-{MAX_U64}"
+
+
+def _cut(content: SliceContent, until: str) -> SliceContent | None:
+    """The part of a (verified) slice at or before ``until``, as a slice of its own with no
+    digest: the floor keeps its entries but never counts it as uploaded, so a later restore
+    without a cut replaces it with the whole slice."""
+    kept = [item for item in content.items if not id_lt(until, item[0])]
+    if not kept:
+        return None
+    meta = content.meta
+    return SliceContent(SliceMeta(meta.queue, kept[0][0], kept[-1][0], meta.prev, len(kept),
+                                  "", 0, "", meta.prev_digest), b"", kept)
+
+
 def pull(remote: Remote, floor: Floor, queue: str, tick: Tick | None = None, *,
-         rebuild_manifest: bool = False) -> tuple[int, QueueReport]:
+         rebuild_manifest: bool = False, until: str | None = None) -> tuple[int, QueueReport]:
     """Commit every chain slice past the floor's checkpoint; returns (new slices, report).
 
     Every slice is checked against the chain, the manifest and what this floor recorded
     before it is committed. Downloads run ``PREFETCH`` slices ahead of the commits, so the
-    object store's latency overlaps the floor's work.
+    object store's latency overlaps the floor's work. With ``until`` (a stream id) only the
+    chain up to the slice holding it is read and checked, and of that slice only the
+    entries up to ``until`` are kept.
     """
     the_plan = plan(remote, queue, rebuild_manifest=rebuild_manifest)
     report = _report(the_plan)
@@ -214,6 +252,9 @@ def pull(remote: Remote, floor: Floor, queue: str, tick: Tick | None = None, *,
     start = next((i for i, ref in enumerate(the_plan.chain) if id_lt(checkpoint, ref.last)),
                  len(the_plan.chain))
     todo = the_plan.chain[start:]
+    if until is not None:
+        todo = tuple(ref for ref in todo if not id_lt(until, ref.first))
+        report.head = min(the_plan.head, until, key=parse_stream_id)
     report.skipped = start
     if tick and report.skipped:
         tick(report.skipped)
@@ -229,7 +270,10 @@ def pull(remote: Remote, floor: Floor, queue: str, tick: Tick | None = None, *,
             if nxt is not None:
                 pending.append(pool.submit(remote.get_slice, nxt))
             prev_digest = links.check(content, prev_digest)
-            added = floor.commit_slice(content, uploaded=True)
+            kept: SliceContent | None = content
+            if until is not None and id_lt(until, content.meta.last):
+                kept = _cut(content, until)
+            added = None if kept is None else floor.commit_slice(kept, uploaded=True)
             if added is not None:
                 report.slices += 1
                 report.entries += added[0]
@@ -304,13 +348,21 @@ def _progress(enabled: bool | None, label: str) -> Iterator[Callable[[str, int],
 
 def restore(remote: Remote, floor_path: Floor | str | os.PathLike[str],
             queues: list[str] | None = None, progress: bool | None = None, *,
-            rebuild_manifest: bool = False) -> dict[str, QueueReport]:
+            rebuild_manifest: bool = False, until: int | datetime | str | None = None
+            ) -> dict[str, QueueReport]:
     """Rebuild (or resume rebuilding) a floor from ``remote`` alone, verified.
 
     A queue whose bucket has slices but no manifest is refused with
     :class:`ManifestMissing` unless ``rebuild_manifest``: then what the chain of slices
     holds is restored and the report's ``head``/``head_digest`` say where it ends.
+
+    ``until`` restores a point in time: exactly the outcomes recorded up to it (a stream
+    id, inclusive, or a time: ms since the epoch or a datetime, every entry of that
+    millisecond and before), verified along the chain up to the slice that holds it;
+    slices after it are never read. Into a floor already past that point nothing is
+    removed: restore into a fresh path.
     """
+    last = None if until is None else until_id(until)
     floor = floor_path if isinstance(floor_path, Floor) else Floor(floor_path)
     reports: dict[str, QueueReport] = {}
     try:
@@ -319,7 +371,7 @@ def restore(remote: Remote, floor_path: Floor | str | os.PathLike[str],
             for queue in names:
                 total = len(remote.list_slices(queue))
                 _, reports[queue] = pull(remote, floor, queue, task(queue, total),
-                                         rebuild_manifest=rebuild_manifest)
+                                         rebuild_manifest=rebuild_manifest, until=last)
     finally:
         if floor is not floor_path:
             floor.close()

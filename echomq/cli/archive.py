@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -266,15 +267,25 @@ _rebuild_option = click.option(
 @_floor_option
 @remote_options
 @_rebuild_option
+@click.option("--until", help="A point in time: keep exactly the outcomes recorded up to it "
+                              "(a stream id ms-seq, inclusive; or ms since the epoch or ISO "
+                              "8601: that millisecond included). Restore into a fresh path.")
 @_json_option
 def restore_cmd(queues: tuple[str, ...], floor_path: str, s3: RemoteSettings,
-                rebuild_manifest: bool, as_json: bool) -> None:
-    """Rebuild the floor from the remote alone, verified (resumes when interrupted)."""
+                rebuild_manifest: bool, until: str | None, as_json: bool) -> None:
+    """Rebuild the floor from the remote alone, verified (resumes when interrupted); with
+    --until, as it was at that point, verified along the chain up to it.
+
+    Refuses a missing or corrupt slice, a broken chain and (unless --rebuild-manifest) a
+    bucket with slices but no manifest; with --until, only those up to the point."""
     remote = s3.need()
+    point: int | str | None = until
+    if until is not None and not re.fullmatch(r"[0-9]+-[0-9]+", until):
+        point = _time(until)  # ms or ISO 8601; a stream id goes as it is
     out: dict[str, Any] = {}
     _guard(lambda: out.update(restore(remote, floor_path, list(queues) or None,
                                       progress=None if not as_json else False,
-                                      rebuild_manifest=rebuild_manifest)))
+                                      rebuild_manifest=rebuild_manifest, until=point)))
     _emit(as_json, [r.to_dict() for r in out.values()], "restore")
 
 
