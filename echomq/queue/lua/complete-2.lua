@@ -3,8 +3,9 @@
   ARGV[1] queue base   ARGV[2] record ('1': always append to the outcome stream;
   otherwise only when the stream is declared; the entry carries the job's name and
   payload when the declaration asks: meta's record_payload)
-  ARGV[3] keep (completed rows to keep;
-  -1 keeps all; on a declared queue a row the archive has not folded is never dropped)   ARGV[4..] quadruples (id, token, outcome 'completed'|'cancelled', result); at most 1000
+  ARGV[3] keep (completed rows to keep; -1 keeps all; on a declared queue a row the
+  archive has not folded is never dropped)
+  ARGV[4..] quadruples (id, token, outcome 'completed'|'cancelled', result); at most 1000
   Returns: one code per job, checked in the seed's order:
     1 settled   -1 no such row   -2 stale token   -3 not in active
   When someone listens (the `listeners` mark: one EXISTS per call), each settled job is

@@ -10,10 +10,10 @@
   counted from the row's tries_base (set by retry_dead-1.lua: a retried dead job
   starts its tries afresh while its attempts, the token, only ever goes up).
   The delay is base * 2^(tries - 1), capped. A dead-letter is appended to the
-  outcome stream when it is declared (with the job's name and payload when
-  the declaration asks: meta's record_payload). When someone listens (the `listeners` mark), the
-  job is told on the job-events channel: 'failed' (a retry is scheduled) or 'dead',
-  with the error as the reason. Metrics: metrics:finished counts 'failed' (a retry)
+  outcome stream when it is declared (with the job's name and payload when the
+  declaration asks: meta's record_payload). When someone listens (the `listeners`
+  mark), the job is told on the job-events channel: 'failed' (a retry is scheduled)
+  or 'dead', with the error as the reason. Metrics: metrics:finished counts 'failed' (a retry)
   or 'dead'; metrics:run / metrics:wait get the attempt's times (see _lib.lua). ]]
 local p = ARGV[1]
 local id = ARGV[2]
