@@ -20,7 +20,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import islice
 from typing import TYPE_CHECKING
@@ -74,13 +74,20 @@ class QueueReport(ArchiveReport):
     rebuilt: bool = False
 
 
-def plan(remote: Remote, queue: str, *, rebuild_manifest: bool = False) -> Plan:
+def plan(remote: Remote, queue: str, *, rebuild_manifest: bool = False,
+         until: str | None = None) -> Plan:
     """The chain of ``queue``'s slices from ``0-0`` as the manifest lists it;
     ``MissingSlice`` if a listed slice is absent, ``ManifestMissing`` if there are slices
-    but no manifest (unless ``rebuild_manifest``: then the chain of names alone)."""
+    but no manifest (unless ``rebuild_manifest``: then the chain of names alone). With
+    ``until`` (a stream id) the manifest's chain ends at the slice holding it: what comes
+    after is neither required nor reported."""
     refs = remote.list_slices(queue)
     manifest = remote.read_manifest(queue)
     if manifest is not None:
+        if until is not None:
+            refs = [r for r in refs if not id_lt(until, r.first)]
+            manifest = replace(manifest, chain=tuple(link for link in manifest.chain
+                                                     if not id_lt(until, link[0])))
         return _manifest_plan(remote, queue, refs, manifest)
     if refs and not rebuild_manifest:
         raise ManifestMissing(
@@ -148,19 +155,23 @@ class _Chain:
     """Checks, slice by slice, that what is read is what the manifest, the floor and the
     previous slice say it must be."""
 
-    def __init__(self, remote: Remote, the_plan: Plan, floor: Floor | None) -> None:
+    def __init__(self, remote: Remote, the_plan: Plan, floor: Floor | None,
+                 until: str | None = None) -> None:
         self.remote = remote
         self.plan = the_plan
         self.expected: dict[str, str] = dict(zip((r.first for r in the_plan.chain),
                                                  the_plan.digests, strict=False))
         self.seen: list[str] = []
         if floor is not None:
-            self._against_floor(floor)
+            self._against_floor(floor, until)
 
-    def _against_floor(self, floor: Floor) -> None:
-        """Every slice this floor uploaded or restored must be on the chain, same digest."""
+    def _against_floor(self, floor: Floor, until: str | None) -> None:
+        """Every slice this floor uploaded or restored must be on the chain, same digest
+        (up to ``until``, where a point-in-time plan ends)."""
         chain = {(r.first, r.last): r for r in self.plan.chain}
         for meta in floor.uploaded_slices(self.plan.queue):
+            if until is not None and id_lt(until, meta.first):
+                break
             ref = chain.get((meta.first, meta.last))
             if ref is None and id_lt(self.plan.head, meta.last):
                 raise MissingSlice(
@@ -245,9 +256,9 @@ def pull(remote: Remote, floor: Floor, queue: str, tick: Tick | None = None, *,
     chain up to the slice holding it is read and checked, and of that slice only the
     entries up to ``until`` are kept.
     """
-    the_plan = plan(remote, queue, rebuild_manifest=rebuild_manifest)
+    the_plan = plan(remote, queue, rebuild_manifest=rebuild_manifest, until=until)
     report = _report(the_plan)
-    links = _Chain(remote, the_plan, floor)
+    links = _Chain(remote, the_plan, floor, until)
     checkpoint = floor.checkpoint(queue)
     start = next((i for i, ref in enumerate(the_plan.chain) if id_lt(checkpoint, ref.last)),
                  len(the_plan.chain))

@@ -16,7 +16,7 @@ import echomq
 from echomq.archive import Driver, Floor, S3Remote, declare, restore
 from echomq.archive.seaweed import SeaweedS3
 from echomq.cli import main as emq
-from echomq.errors import ChecksumMismatch, InvalidArgument
+from echomq.errors import ChecksumMismatch, InvalidArgument, MissingSlice
 from tests.support.archive import floor_ids
 from tests.support.waits import server_ms
 
@@ -126,6 +126,16 @@ def test_a_tampered_slice_matters_only_before_the_cut(rconn: echomq.Connection, 
         restore(remote, tmp_path / "after", progress=False, until=ids[9])
     with pytest.raises(ChecksumMismatch):
         restore(remote, tmp_path / "all", progress=False)
+    # a slice missing after the cut is not needed either; before it, it is
+    remote.client.delete_object(Bucket=remote.bucket, Key=remote.prefix + refs[2].name)
+    report = restore(remote, tmp_path / "gone", progress=False, until=ids[7])[queue]
+    assert (report.entries, report.orphans) == (8, [])
+    with pytest.raises(MissingSlice, match=refs[2].name):
+        restore(remote, tmp_path / "gone-after", progress=False, until=ids[8])
+    # into the live floor (past the point) nothing is refused and nothing removed
+    restore(remote, tmp_path / "floor", progress=False, until=ids[3])
+    with Floor(tmp_path / "floor") as live:
+        assert floor_ids(live, queue) == ids
 
 
 def test_emq_archive_restore_until(rconn: echomq.Connection, queue: str, seaweed: SeaweedS3,
