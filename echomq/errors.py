@@ -211,3 +211,22 @@ class ChainBroken(ChecksumMismatch):
 
 class LauncherError(ArchiveError):
     """A local S3 endpoint could not be started."""
+
+
+class JobNotArchived(ArchiveError):
+    """The floor holds no outcome of that job (never settled on a declared queue, not
+    folded yet, or another queue's): there is nothing to replay."""
+
+
+class PayloadNotRecorded(ArchiveError):
+    """The job's archived outcome carries no payload: its queue was not declared with
+    ``payload=True`` when it settled, so it cannot be replayed from the archive."""
+
+
+class ExtraMissing(EchoMQError, ImportError):
+    """An optional extra is not installed (``Floor.query`` and ``Floor.export`` need
+    ``echomq[sql]``); the message says what to install."""
+
+
+class QueryFailed(ArchiveError):
+    """DuckDB refused a query over the archive's history; the message is DuckDB's."""

@@ -56,6 +56,8 @@ class Job:
     """How many times ``retry_dead`` brought it back from the dead set."""
     progress: Any
     """The last value its handler gave ``job.progress`` (decoded JSON; None if never)."""
+    replay_of: str | None
+    """``"<queue>/<id>"`` of the archived job this one replays (``archive.replay``)."""
     raw: dict[str, str] = field(repr=False, compare=False)
 
     @classmethod
@@ -85,6 +87,7 @@ class Job:
             entry=row.get("entry"),
             retried=num("retried") or 0,
             progress=json.loads(progress_text) if progress_text is not None else None,
+            replay_of=row.get("replay_of"),
             raw=dict(row),
         )
 

@@ -8,18 +8,21 @@ from echomq.archive.driver import CRASH_POINTS, Driver, FoldReport, fold_declare
 from echomq.archive.entries import ArchivedEntry, Outcome, QuarantinedEntry
 from echomq.archive.floor import Audit, Floor, FloorStatus, Gap
 from echomq.archive.remote import Manifest, Remote, S3Remote
+from echomq.archive.replay import replay
 from echomq.archive.restore import QueueReport, plan, restore, verify
 from echomq.errors import (
     ChainBroken,
     FloorError,
     FloorFull,
     FloorGap,
+    JobNotArchived,
     LeaseLost,
     ManifestConflict,
     ManifestCorrupt,
     ManifestMissing,
     NotArchiveOfRecord,
     NotDeclared,
+    PayloadNotRecorded,
     RemoteConflict,
     RemoteRefused,
     SliceCorrupt,
@@ -33,6 +36,7 @@ from echomq.queue.declared import (
     declared_queues,
     is_declared,
     record_address,
+    records_payload,
     undeclare,
 )
 
@@ -49,6 +53,7 @@ __all__ = [
     "FloorStatus",
     "FoldReport",
     "Gap",
+    "JobNotArchived",
     "LeaseLost",
     "Manifest",
     "ManifestConflict",
@@ -57,6 +62,7 @@ __all__ = [
     "NotArchiveOfRecord",
     "NotDeclared",
     "Outcome",
+    "PayloadNotRecorded",
     "QuarantinedEntry",
     "QueueReport",
     "Remote",
@@ -74,6 +80,8 @@ __all__ = [
     "is_declared",
     "plan",
     "record_address",
+    "records_payload",
+    "replay",
     "restore",
     "undeclare",
     "verify",

@@ -2,7 +2,9 @@
 
 The queue's Lua writes each settled outcome to ``emq:{q}:completions`` with the fields
 ``job``, ``outcome``, ``result``, ``attempts``, ``at`` and, when known, ``created_at`` and
-``started_at`` (the last claim's time; entries written before it was recorded lack it).
+``started_at`` (the last claim's time; entries written before it was recorded lack it),
+and on a queue declared with ``payload=True`` the job's ``name`` and ``payload`` (its JSON
+text, what ``archive.replay`` enqueues again).
 Parsing is strict about what audit queries rely on (job, outcome, attempts, settle time)
 and lenient about the rest: anything else is kept verbatim in ``extra``. An entry that
 fails the strict part is never dropped; it is quarantined with its raw fields.
@@ -26,7 +28,8 @@ from echomq.queue.keys import check_name
 
 _INT = re.compile(r"-?[0-9]+\Z")
 _STREAM_ID = re.compile(r"([0-9]+)-([0-9]+)\Z")
-_KNOWN = frozenset({"job", "outcome", "result", "attempts", "at", "created_at", "started_at"})
+_KNOWN = frozenset({"job", "outcome", "result", "attempts", "at", "created_at", "started_at",
+                    "name", "payload"})
 MAX_U64 = 2**64 - 1
 _PACK = struct.Struct(">QQ").pack
 
@@ -129,6 +132,14 @@ class ArchivedEntry:
     created_at: int | None = None
     extra: tuple[tuple[str, str], ...] = ()
     started_at: int | None = None
+    name: str | None = None
+    payload: str | None = None
+    """The job's payload as JSON text, when its queue records payloads (else None)."""
+
+    @property
+    def payload_value(self) -> Any:
+        """The recorded payload decoded (None when not recorded)."""
+        return None if self.payload is None else json.loads(self.payload)
 
     @property
     def at_datetime(self) -> datetime:
@@ -146,6 +157,10 @@ class ArchivedEntry:
             "created_at": self.created_at,
             "started_at": self.started_at,
         }
+        if self.name is not None:
+            out["name"] = self.name
+        if self.payload is not None:
+            out["payload"] = self.payload
         if self.extra:
             out["extra"] = dict(self.extra)
         return out
@@ -236,6 +251,8 @@ def parse_entry(
         created_at=created_at,
         extra=extra,
         started_at=started_at,
+        name=fields.get("name"),
+        payload=fields.get("payload"),
     )
 
 

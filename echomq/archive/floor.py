@@ -17,10 +17,10 @@ import json
 import os
 import struct
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from echomq.archive.entries import (
     ArchivedEntry,
@@ -44,6 +44,9 @@ from echomq.archive.lmdbstore import Dbs, FloorError, FloorFull, Txn
 from echomq.archive.slices import RawItem, SliceContent, SliceMeta, build_slice
 from echomq.errors import ChecksumMismatch
 from echomq.errors import FloorGap as FloorGap
+
+if TYPE_CHECKING:
+    from echomq.archive.history_sql import QueryResult
 
 DEFAULT_MAP_SIZE = 64 * 1024 * 1024
 _DBS = ("entries", "by_job", "by_outcome", "by_time", "quarantine", "slices", "pending",
@@ -308,6 +311,33 @@ class Floor(GapLedger, DigestChain):
         with self._read() as (txn, dbs):
             return [parse_entry(queue, *parse_line(line))
                     for _, line in self._scan(txn, dbs[db], _qk(queue))]
+
+    def lines(self, queue: str) -> Iterator[bytes]:
+        """Every archived entry of ``queue`` as its stored line, in stream order, read in
+        one transaction (the SQL view streams these; malformed entries are quarantined
+        elsewhere, so every line parses)."""
+        with self._read() as (txn, dbs):
+            for _, line in self._scan(txn, dbs["entries"], _qk(queue)):
+                yield line
+
+    def query(self, sql: str) -> QueryResult:
+        """Run ``sql`` (DuckDB) over the view ``outcomes`` of every queue in the floor:
+        queue, job_id, outcome, result, attempts, at, created_at, started_at (timestamps,
+        UTC), error (a dead outcome's result), name and payload (when recorded), stream_id.
+        Needs the extra ``echomq[sql]``."""
+        from echomq.archive.history_sql import query
+
+        return query(self, sql)
+
+    def export(self, queue: str, path: str | os.PathLike[str], format: str = "parquet",
+               since: int | datetime | None = None, until: int | datetime | None = None
+               ) -> int:
+        """Write ``queue``'s outcomes settled at ``since <= at < until`` to ``path``, as
+        Parquet or JSON lines (the view's columns), for a warehouse; returns the count.
+        Needs the extra ``echomq[sql]``."""
+        from echomq.archive.history_sql import export
+
+        return export(self, queue, path, format, since, until)
 
     def entries(self, queue: str) -> list[ArchivedEntry]:
         """Every archived outcome of ``queue`` in stream order."""

@@ -20,16 +20,24 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from itertools import islice
 from typing import TYPE_CHECKING
 
-from echomq.archive.entries import id_lt
+from echomq.archive.entries import MAX_U64, id_lt, parse_stream_id, to_ms
 from echomq.archive.floor import Floor
 from echomq.archive.report import ArchiveReport
-from echomq.archive.slices import GENESIS, ZERO_ID, ChainBroken, SliceContent, SliceRef
+from echomq.archive.slices import (
+    GENESIS,
+    ZERO_ID,
+    ChainBroken,
+    SliceContent,
+    SliceMeta,
+    SliceRef,
+)
+from echomq.errors import InvalidArgument, MissingSlice
 from echomq.errors import ManifestMissing as ManifestMissing
-from echomq.errors import MissingSlice
 
 if TYPE_CHECKING:
     from echomq.archive.remote import Manifest, Remote
@@ -66,13 +74,20 @@ class QueueReport(ArchiveReport):
     rebuilt: bool = False
 
 
-def plan(remote: Remote, queue: str, *, rebuild_manifest: bool = False) -> Plan:
+def plan(remote: Remote, queue: str, *, rebuild_manifest: bool = False,
+         until: str | None = None) -> Plan:
     """The chain of ``queue``'s slices from ``0-0`` as the manifest lists it;
     ``MissingSlice`` if a listed slice is absent, ``ManifestMissing`` if there are slices
-    but no manifest (unless ``rebuild_manifest``: then the chain of names alone)."""
+    but no manifest (unless ``rebuild_manifest``: then the chain of names alone). With
+    ``until`` (a stream id) the manifest's chain ends at the slice holding it: what comes
+    after is neither required nor reported."""
     refs = remote.list_slices(queue)
     manifest = remote.read_manifest(queue)
     if manifest is not None:
+        if until is not None:
+            refs = [r for r in refs if not id_lt(until, r.first)]
+            manifest = replace(manifest, chain=tuple(link for link in manifest.chain
+                                                     if not id_lt(until, link[0])))
         return _manifest_plan(remote, queue, refs, manifest)
     if refs and not rebuild_manifest:
         raise ManifestMissing(
@@ -140,19 +155,23 @@ class _Chain:
     """Checks, slice by slice, that what is read is what the manifest, the floor and the
     previous slice say it must be."""
 
-    def __init__(self, remote: Remote, the_plan: Plan, floor: Floor | None) -> None:
+    def __init__(self, remote: Remote, the_plan: Plan, floor: Floor | None,
+                 until: str | None = None) -> None:
         self.remote = remote
         self.plan = the_plan
         self.expected: dict[str, str] = dict(zip((r.first for r in the_plan.chain),
                                                  the_plan.digests, strict=False))
         self.seen: list[str] = []
         if floor is not None:
-            self._against_floor(floor)
+            self._against_floor(floor, until)
 
-    def _against_floor(self, floor: Floor) -> None:
-        """Every slice this floor uploaded or restored must be on the chain, same digest."""
+    def _against_floor(self, floor: Floor, until: str | None) -> None:
+        """Every slice this floor uploaded or restored must be on the chain, same digest
+        (up to ``until``, where a point-in-time plan ends)."""
         chain = {(r.first, r.last): r for r in self.plan.chain}
         for meta in floor.uploaded_slices(self.plan.queue):
+            if until is not None and id_lt(until, meta.first):
+                break
             ref = chain.get((meta.first, meta.last))
             if ref is None and id_lt(self.plan.head, meta.last):
                 raise MissingSlice(
@@ -199,21 +218,54 @@ class _Chain:
         return meta.digest
 
 
+def until_id(value: int | datetime | str) -> str:
+    """The last stream id a point-in-time restore keeps: a stream id as given, or every id
+    of the millisecond ``value`` (ms since the epoch or a datetime, naive means UTC) and
+    before it."""
+    if isinstance(value, str):
+        if "-" not in value:
+            raise InvalidArgument(f"until is a stream id ('ms-seq'), ms or a datetime, "
+                                  f"got {value!r}")
+        first, seq = parse_stream_id(value)
+        return f"{first}-{seq}"
+    ms = to_ms(value)
+    if ms is None or ms < 0:
+        raise InvalidArgument(f"until must be a time at or after the epoch, got {value!r}")
+    return f"{ms}-{MAX_U64}"
+
+
+def _cut(content: SliceContent, until: str) -> SliceContent | None:
+    """The part of a (verified) slice at or before ``until``, as a slice of its own with no
+    digest: the floor keeps its entries but never counts it as uploaded, so a later restore
+    without a cut replaces it with the whole slice."""
+    kept = [item for item in content.items if not id_lt(until, item[0])]
+    if not kept:
+        return None
+    meta = content.meta
+    return SliceContent(SliceMeta(meta.queue, kept[0][0], kept[-1][0], meta.prev, len(kept),
+                                  "", 0, "", meta.prev_digest), b"", kept)
+
+
 def pull(remote: Remote, floor: Floor, queue: str, tick: Tick | None = None, *,
-         rebuild_manifest: bool = False) -> tuple[int, QueueReport]:
+         rebuild_manifest: bool = False, until: str | None = None) -> tuple[int, QueueReport]:
     """Commit every chain slice past the floor's checkpoint; returns (new slices, report).
 
     Every slice is checked against the chain, the manifest and what this floor recorded
     before it is committed. Downloads run ``PREFETCH`` slices ahead of the commits, so the
-    object store's latency overlaps the floor's work.
+    object store's latency overlaps the floor's work. With ``until`` (a stream id) only the
+    chain up to the slice holding it is read and checked, and of that slice only the
+    entries up to ``until`` are kept.
     """
-    the_plan = plan(remote, queue, rebuild_manifest=rebuild_manifest)
+    the_plan = plan(remote, queue, rebuild_manifest=rebuild_manifest, until=until)
     report = _report(the_plan)
-    links = _Chain(remote, the_plan, floor)
+    links = _Chain(remote, the_plan, floor, until)
     checkpoint = floor.checkpoint(queue)
     start = next((i for i, ref in enumerate(the_plan.chain) if id_lt(checkpoint, ref.last)),
                  len(the_plan.chain))
     todo = the_plan.chain[start:]
+    if until is not None:
+        todo = tuple(ref for ref in todo if not id_lt(until, ref.first))
+        report.head = min(the_plan.head, until, key=parse_stream_id)
     report.skipped = start
     if tick and report.skipped:
         tick(report.skipped)
@@ -229,7 +281,10 @@ def pull(remote: Remote, floor: Floor, queue: str, tick: Tick | None = None, *,
             if nxt is not None:
                 pending.append(pool.submit(remote.get_slice, nxt))
             prev_digest = links.check(content, prev_digest)
-            added = floor.commit_slice(content, uploaded=True)
+            kept: SliceContent | None = content
+            if until is not None and id_lt(until, content.meta.last):
+                kept = _cut(content, until)
+            added = None if kept is None else floor.commit_slice(kept, uploaded=True)
             if added is not None:
                 report.slices += 1
                 report.entries += added[0]
@@ -304,13 +359,21 @@ def _progress(enabled: bool | None, label: str) -> Iterator[Callable[[str, int],
 
 def restore(remote: Remote, floor_path: Floor | str | os.PathLike[str],
             queues: list[str] | None = None, progress: bool | None = None, *,
-            rebuild_manifest: bool = False) -> dict[str, QueueReport]:
+            rebuild_manifest: bool = False, until: int | datetime | str | None = None
+            ) -> dict[str, QueueReport]:
     """Rebuild (or resume rebuilding) a floor from ``remote`` alone, verified.
 
     A queue whose bucket has slices but no manifest is refused with
     :class:`ManifestMissing` unless ``rebuild_manifest``: then what the chain of slices
     holds is restored and the report's ``head``/``head_digest`` say where it ends.
+
+    ``until`` restores a point in time: exactly the outcomes recorded up to it (a stream
+    id, inclusive, or a time: ms since the epoch or a datetime, every entry of that
+    millisecond and before), verified along the chain up to the slice that holds it;
+    slices after it are never read. Into a floor already past that point nothing is
+    removed: restore into a fresh path.
     """
+    last = None if until is None else until_id(until)
     floor = floor_path if isinstance(floor_path, Floor) else Floor(floor_path)
     reports: dict[str, QueueReport] = {}
     try:
@@ -319,7 +382,7 @@ def restore(remote: Remote, floor_path: Floor | str | os.PathLike[str],
             for queue in names:
                 total = len(remote.list_slices(queue))
                 _, reports[queue] = pull(remote, floor, queue, task(queue, total),
-                                         rebuild_manifest=rebuild_manifest)
+                                         rebuild_manifest=rebuild_manifest, until=last)
     finally:
         if floor is not floor_path:
             floor.close()

@@ -1,4 +1,5 @@
-"""``emq archive ...``: fold, status, audit, show, restore, verify, ack-gap (and declare).
+"""``emq archive ...``: fold, status, audit, show, restore, verify, ack-gap, replay, query,
+export (and declare).
 
 Every command takes the floor path and the remote's settings as options, each with an
 environment variable, so a deployment sets ``EMQ_FLOOR`` and ``EMQ_S3_*`` once. ``--json``
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from functools import partial
@@ -118,11 +120,15 @@ def archive() -> None:
               help="Name the archive of record: the remote (--bucket...) or the floor "
                    "(--floor). Only a driver writing to it trims. Default: unchanged; "
                    "unset, the first driver that trims claims it.")
+@click.option("--payload/--no-payload", default=None,
+              help="Also record each job's name and payload with its outcome (what "
+                   "`emq archive replay` needs; off unless asked). Default: unchanged.")
 @_floor_option
 @remote_options
 @click.pass_context
 def declare_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None,
-                record: str | None, floor_path: str, s3: RemoteSettings) -> None:
+                record: str | None, payload: bool | None, floor_path: str,
+                s3: RemoteSettings) -> None:
     """Record every outcome of QUEUES (dead-letters too) and archive their streams."""
     conn = connect(ctx, url)
     target: Any = None
@@ -132,7 +138,7 @@ def declare_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None,
         target = Floor(floor_path)
     try:
         for queue in queues:
-            _guard(partial(declare, conn, queue, target))
+            _guard(partial(declare, conn, queue, target, payload=payload))
     finally:
         if isinstance(target, Floor):
             target.close()
@@ -257,15 +263,25 @@ _rebuild_option = click.option(
 @_floor_option
 @remote_options
 @_rebuild_option
+@click.option("--until", help="A point in time: keep exactly the outcomes recorded up to it "
+                              "(a stream id ms-seq, inclusive; or ms since the epoch or ISO "
+                              "8601: that millisecond included). Restore into a fresh path.")
 @_json_option
 def restore_cmd(queues: tuple[str, ...], floor_path: str, s3: RemoteSettings,
-                rebuild_manifest: bool, as_json: bool) -> None:
-    """Rebuild the floor from the remote alone, verified (resumes when interrupted)."""
+                rebuild_manifest: bool, until: str | None, as_json: bool) -> None:
+    """Rebuild the floor from the remote alone, verified (resumes when interrupted); with
+    --until, as it was at that point, verified along the chain up to it.
+
+    Refuses a missing or corrupt slice, a broken chain and (unless --rebuild-manifest) a
+    bucket with slices but no manifest; with --until, only those up to the point."""
     remote = s3.need()
+    point: int | str | None = until
+    if until is not None and not re.fullmatch(r"[0-9]+-[0-9]+", until):
+        point = _time(until)  # ms or ISO 8601; a stream id goes as it is
     out: dict[str, Any] = {}
     _guard(lambda: out.update(restore(remote, floor_path, list(queues) or None,
                                       progress=None if not as_json else False,
-                                      rebuild_manifest=rebuild_manifest)))
+                                      rebuild_manifest=rebuild_manifest, until=point)))
     _emit(as_json, [r.to_dict() for r in out.values()], "restore")
 
 
@@ -329,5 +345,11 @@ def ack_gap_cmd(queue: str, by: str | None, note: str, floor_path: str, as_json:
         sys.exit(1)
     _emit(as_json, [g.to_dict() for g in done], f"{queue}: acknowledged")
 
+
+from echomq.cli.archive_query import export_cmd, query_cmd  # noqa: E402 (this group's)
+from echomq.cli.archive_replay import replay_cmd  # noqa: E402 (a command of this group)
+
+for _command in (replay_cmd, query_cmd, export_cmd):
+    archive.add_command(_command)
 
 archive_cli = archive

@@ -24,6 +24,10 @@ from typing import Protocol, runtime_checkable
 from echomq.errors import InvalidArgument
 from echomq.queue.connection import Connection
 
+RECORD_PAYLOAD = "record_payload"
+"""The meta hash's field the settle scripts read (with ``stream``, in one HMGET): '1'
+records each job's name and payload with its outcome."""
+
 
 @runtime_checkable
 class ArchiveOfRecord(Protocol):
@@ -47,21 +51,36 @@ def record_address(target: str | ArchiveOfRecord) -> str:
                           f"got {type(target).__name__}")
 
 
-def declare(conn: Connection, queue: str, archive: str | ArchiveOfRecord | None = None) -> None:
+def declare(conn: Connection, queue: str, archive: str | ArchiveOfRecord | None = None,
+            *, payload: bool | None = None) -> None:
     """Record every outcome of ``queue`` (dead-letters included) and archive its stream.
 
     ``archive`` (a Remote, a Floor, or an address) becomes the stream's archive of record,
     replacing any earlier one; without it the record stays as it is (none: the first
-    driver that trims claims it).
+    driver that trims claims it). ``payload=True`` also records each job's name and
+    payload with its outcome (what ``archive.replay`` needs; off by default: payloads can
+    be large or sensitive), ``False`` stops it, ``None`` keeps what was declared, so a
+    recording Consumer's declare never turns it off.
     """
     keys = conn.keys(queue)
     record = None if archive is None else record_address(archive)
+    if payload is not None and not isinstance(payload, bool):
+        raise InvalidArgument(f"payload must be True, False or None, got {payload!r}")
     pipe = conn.redis.pipeline(transaction=True)
     pipe.hset(keys.meta, "stream", "1")
     if record is not None:
         pipe.hset(keys.meta, "archive", record)
+    if payload is True:
+        pipe.hset(keys.meta, RECORD_PAYLOAD, "1")
+    elif payload is False:
+        pipe.hdel(keys.meta, RECORD_PAYLOAD)
     pipe.sadd(conn.declared_set, queue)
     pipe.execute()
+
+
+def records_payload(conn: Connection, queue: str) -> bool:
+    """Do ``queue``'s outcome entries carry the job's name and payload?"""
+    return bool(conn.redis.hget(conn.keys(queue).meta, RECORD_PAYLOAD) == "1")
 
 
 def archive_of_record(conn: Connection, queue: str) -> str | None:
@@ -71,10 +90,11 @@ def archive_of_record(conn: Connection, queue: str) -> str | None:
 
 
 def undeclare(conn: Connection, queue: str) -> None:
-    """Stop archiving ``queue``; its stream and what the archive already holds stay."""
+    """Stop archiving ``queue`` (payload recording too); its stream and what the archive
+    already holds stay."""
     keys = conn.keys(queue)
     pipe = conn.redis.pipeline(transaction=True)
-    pipe.hdel(keys.meta, "stream")
+    pipe.hdel(keys.meta, "stream", RECORD_PAYLOAD)
     pipe.srem(conn.declared_set, queue)
     pipe.execute()
 

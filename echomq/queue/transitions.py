@@ -63,11 +63,14 @@ def per_job_errors(verb: str, job_ids: Sequence[str], codes: Sequence[Any]
 
 
 def add_call(keys: Keys, options: Sequence[str | int], jobs: Sequence[tuple[str, str]],
-             traceparent: str = "") -> Call:
+             traceparent: str = "", replay_of: str = "") -> Call:
     """add-2.lua: enqueue ``(id or "", payload JSON)`` pairs with the same options; its
     reply is one id per job (an existing id for an idempotent add). ``traceparent``
-    (tracing on) is kept on each new row for the handler's span."""
-    args: list[str | int] = [keys.base, *options, traceparent]
+    (tracing on) is kept on each new row for the handler's span; ``replay_of``
+    (``"<queue>/<id>"``, archive.replay) names the archived job the new ones replay."""
+    if replay_of and any(ord(c) < 32 for c in replay_of):
+        raise InvalidArgument(f"replay_of must be printable, got {replay_of!r}")
+    args: list[str | int] = [keys.base, *options, traceparent, replay_of]
     for job_id, body in jobs:
         args += [job_id, body]
     return ("add", [keys.pending, keys.scheduled], args)

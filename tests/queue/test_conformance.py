@@ -269,6 +269,27 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     s("add traced", lambda: transitions.added(conn.executor.run(*transitions.add_call(
         conn.keys(q), [0, 0, 3, "", ""], [("traced", '{"n": "t"}')], TRACEPARENT))))
     s("get traced", lambda: echomq.get_job(conn, q, "traced"))
+    # payload recording: each settle's entry carries the job's name and payload; a replay
+    # is an add that names its origin
+    s("declare payload", lambda: echomq.archive.declare(conn, q, payload=True))
+    s("add recorded", lambda: echomq.add_many(conn, q, [{"p": 1}, {"p": [2]}, "three"],
+                                               job_ids=["p1", "p2", "p3"], name="rec",
+                                               max_attempts=1))
+    recorded: list[ClaimedJob] = s("claim recorded", lambda: sorted(
+        (j for j in echomq.claim(conn, q, lease_ms=LONG, count=50)
+         if j.id in ("p1", "p2", "p3")), key=lambda j: j.id))
+    s("complete recorded", lambda: echomq.complete(conn, q, "p1", recorded[0].token, "ok"))
+    s("fail recorded", lambda: echomq.fail(conn, q, "p2", recorded[1].token, "bad"))
+    s("cancel recorded", lambda: echomq.complete_many(conn, q, [
+        Settlement("p3", recorded[2].token, "cancelled", "cancelled:stop")]))
+    s("add stalling recorded", lambda: echomq.add(conn, q, {"p": 4}, job_id="p4", name="st"))
+    stalling = s("claim stalling", lambda: [
+        j.id for j in echomq.claim(conn, q, lease_ms=SHORT, count=50)])
+    wait_lapsed(conn.redis, q, *stalling)
+    s("stalled dead recorded", lambda: echomq.stalled_check(conn, q, max_stalled=1))
+    replayed = s("add replay", lambda: transitions.added(conn.executor.run(*transitions.add_call(
+        conn.keys(q), [0, 0, 3, "", "rec"], [("", '{"p":1}')], replay_of="origin/p1"))))
+    s("get replay", lambda: echomq.get_job(conn, q, replayed[0]))
 
     # cron: a fire at a fixed (fake) time, once; a stale fire and a replaced spec refused
     s("schedule", lambda: _stable(echomq.schedule(conn, q, "tick", "*/5 * * * * *", {"c": 1},

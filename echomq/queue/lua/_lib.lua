@@ -59,15 +59,26 @@ local function emq_score(priority, seq)
   return tonumber(priority) * 8796093022208 + tonumber(seq)
 end
 
--- is this call recording outcomes? `force` is the caller's '1', else the declared stream
+-- is this call recording outcomes, and with each job's name and payload? `force` is the
+-- caller's '1', else the declared stream; the second answer is the declaration's
+-- `record_payload` (archive.declare(payload=True)), read in the same one HMGET of meta
 local function emq_recording(p, force)
-  return force == '1' or redis.call('HGET', p .. 'meta', 'stream') == '1'
+  local meta = redis.call('HMGET', p .. 'meta', 'stream', 'record_payload')
+  return force == '1' or meta[1] == '1', meta[2] == '1'
+end
+
+-- the row's name and payload, for an entry that records them (nil, nil when not asked)
+local function emq_job_body(jk, with_payload)
+  if not with_payload then return nil, nil end
+  local row = redis.call('HMGET', jk, 'name', 'payload')
+  return row[1], row[2]
 end
 
 -- append one outcome to the outcome stream, inside the settling call; returns the
 -- entry's id, which the caller stores on the row (`entry`) so that retention can tell
--- whether the archive has folded it. `started` is when the last attempt was claimed.
-local function emq_record(p, id, outcome, result, attempts, now, created, started)
+-- whether the archive has folded it. `started` is when the last attempt was claimed;
+-- `name` and `body` (the payload JSON) are given only on a queue that records payloads.
+local function emq_record(p, id, outcome, result, attempts, now, created, started, name, body)
   local fields = {'job', id, 'outcome', outcome, 'result', result,
     'attempts', attempts or '0', 'at', now}
   if created then
@@ -77,6 +88,14 @@ local function emq_record(p, id, outcome, result, attempts, now, created, starte
   if started then
     fields[#fields + 1] = 'started_at'
     fields[#fields + 1] = started
+  end
+  if name then
+    fields[#fields + 1] = 'name'
+    fields[#fields + 1] = name
+  end
+  if body then
+    fields[#fields + 1] = 'payload'
+    fields[#fields + 1] = body
   end
   return redis.call('XADD', p .. 'completions', '*', unpack(fields))
 end
@@ -170,9 +189,10 @@ end
 -- add one job's row unless its id exists (an idempotent add changes nothing); `delay`
 -- > 0 schedules it (into `scheduled`, the caller's KEYS entry). add-2.lua and
 -- cron_fire-4.lua share this, so a fired job is a job like any other. Returns true when
--- the row was written. `trace` is a W3C traceparent kept on the row (echomq.tracing).
+-- the row was written. `trace` is a W3C traceparent kept on the row (echomq.tracing);
+-- `replay_of` ('<queue>/<id>', archive.replay) names the archived job it replays.
 local function emq_add_job(p, scheduled, id, body, delay, priority, max_attempts, g, name,
-                           now, trace)
+                           now, trace, replay_of)
   local jk = p .. 'job:' .. id
   if redis.call('EXISTS', jk) == 1 then return false end
   local seq = redis.call('INCR', p .. 'seq')
@@ -183,6 +203,7 @@ local function emq_add_job(p, scheduled, id, body, delay, priority, max_attempts
     'seq', seq, 'created_at', now)
   if name ~= '' then redis.call('HSET', jk, 'name', name) end
   if trace and trace ~= '' then redis.call('HSET', jk, 'traceparent', trace) end
+  if replay_of and replay_of ~= '' then redis.call('HSET', jk, 'replay_of', replay_of) end
   if g then
     redis.call('HSET', jk, 'group', g)
     redis.call('SADD', p .. 'groups', g)

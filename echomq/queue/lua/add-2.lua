@@ -3,7 +3,8 @@
   ARGV[1] queue base (emq:{q}:)   ARGV[2] delay ms   ARGV[3] priority (0..1023)
   ARGV[4] max_attempts   ARGV[5] group ('' = none)   ARGV[6] name ('' = none)
   ARGV[7] W3C traceparent to keep on each new row ('' = none; echomq.tracing)
-  ARGV[8..] pairs of (job id or '' for a generated one, payload JSON)
+  ARGV[8] replay_of: '<queue>/<id>' of the archived job these replay ('' = none)
+  ARGV[9..] pairs of (job id or '' for a generated one, payload JSON)
   Returns: the list of ids, one per pair. A given id whose row exists is returned
   as it is and nothing about it changes (idempotent add).
   'EMQBUSY queue is being obliterated' while obliterate removes the queue: nothing added. ]]
@@ -18,7 +19,7 @@ if g == '' then g = nil end
 local now = emq_now()
 local ids = {}
 local pending_was_empty = redis.call('ZCARD', KEYS[1]) == 0
-for i = 8, #ARGV, 2 do
+for i = 9, #ARGV, 2 do
   local id = ARGV[i]
   if id == '' then
     repeat
@@ -26,7 +27,7 @@ for i = 8, #ARGV, 2 do
     until redis.call('EXISTS', p .. 'job:' .. id) == 0
   end
   emq_add_job(p, KEYS[2], id, ARGV[i + 1], delay, priority, ARGV[4], g, ARGV[6], now,
-    ARGV[7])
+    ARGV[7], ARGV[8])
   ids[#ids + 1] = id
 end
 -- wake idle consumers when work appears where there was none

@@ -1,8 +1,11 @@
 --[[ complete: settle held jobs as completed (or cancelled), one or many per call.
   KEYS[1] active   KEYS[2] completed
   ARGV[1] queue base   ARGV[2] record ('1': always append to the outcome stream;
-  otherwise only when the stream is declared)   ARGV[3] keep (completed rows to keep;
-  -1 keeps all; on a declared queue a row the archive has not folded is never dropped)   ARGV[4..] quadruples (id, token, outcome 'completed'|'cancelled', result); at most 1000
+  otherwise only when the stream is declared; the entry carries the job's name and
+  payload when the declaration asks: meta's record_payload)
+  ARGV[3] keep (completed rows to keep; -1 keeps all; on a declared queue a row the
+  archive has not folded is never dropped)
+  ARGV[4..] quadruples (id, token, outcome 'completed'|'cancelled', result); at most 1000
   Returns: one code per job, checked in the seed's order:
     1 settled   -1 no such row   -2 stale token   -3 not in active
   When someone listens (the `listeners` mark: one EXISTS per call), each settled job is
@@ -16,7 +19,7 @@ local ids = {}
 for i = 4, #ARGV, 4 do ids[#ids + 1] = ARGV[i] end
 -- membership of every id in one call; checked per job after the row and the token
 local held = redis.call('ZMSCORE', KEYS[1], unpack(ids))
-local recording = emq_recording(p, ARGV[2])
+local recording, with_payload = emq_recording(p, ARGV[2])
 local codes = {}
 local done = {}
 local finished = {}
@@ -41,7 +44,9 @@ for n, id in ipairs(ids) do
     if recording then
       local recorded = result
       if outcome == 'cancelled' then recorded = string.sub(result, 11) end
-      local entry = emq_record(p, id, outcome, recorded, row[1], now, row[3], row[4])
+      local name, body = emq_job_body(jk, with_payload)
+      local entry = emq_record(p, id, outcome, recorded, row[1], now, row[3], row[4], name,
+        body)
       redis.call('HSET', jk, 'state', 'completed', 'result', result, 'finished_at', now,
         'entry', entry)
     else

@@ -10,9 +10,10 @@
   counted from the row's tries_base (set by retry_dead-1.lua: a retried dead job
   starts its tries afresh while its attempts, the token, only ever goes up).
   The delay is base * 2^(tries - 1), capped. A dead-letter is appended to the
-  outcome stream when it is declared. When someone listens (the `listeners` mark), the
-  job is told on the job-events channel: 'failed' (a retry is scheduled) or 'dead',
-  with the error as the reason. Metrics: metrics:finished counts 'failed' (a retry)
+  outcome stream when it is declared (with the job's name and payload when the
+  declaration asks: meta's record_payload). When someone listens (the `listeners`
+  mark), the job is told on the job-events channel: 'failed' (a retry is scheduled)
+  or 'dead', with the error as the reason. Metrics: metrics:finished counts 'failed' (a retry)
   or 'dead'; metrics:run / metrics:wait get the attempt's times (see _lib.lua). ]]
 local p = ARGV[1]
 local id = ARGV[2]
@@ -43,8 +44,10 @@ redis.call('HSET', jk, 'state', 'dead', 'last_error', ARGV[4], 'finished_at', no
 redis.call('ZADD', KEYS[3], now, id)
 redis.call('HINCRBY', p .. 'metrics:failed', 'count', 1)
 redis.call('HINCRBY', p .. 'metrics:finished', 'dead', 1)
-if emq_recording(p, ARGV[7]) then
-  local entry = emq_record(p, id, 'dead', ARGV[4], row[1], now, row[5], row[6])
+local recording, with_payload = emq_recording(p, ARGV[7])
+if recording then
+  local name, body = emq_job_body(jk, with_payload)
+  local entry = emq_record(p, id, 'dead', ARGV[4], row[1], now, row[5], row[6], name, body)
   redis.call('HSET', jk, 'entry', entry)
 end
 if emq_listened(p) then emq_tell(p, 'dead', id, ARGV[4]) end

@@ -54,9 +54,12 @@ local function dead_letter(jk, id, attempts, created)
   redis.call('HINCRBY', p .. 'metrics:failed', 'count', 1)
   redis.call('HINCRBY', p .. 'metrics:finished', 'dead', 1)
   redis.call('HINCRBY', p .. 'metrics:stalls', 'dead_lettered', 1)
-  if emq_recording(p, '0') then
+  local recording, with_payload = emq_recording(p, '0')
+  if recording then
     local started = redis.call('HGET', jk, 'claimed_at')
-    local entry = emq_record(p, id, 'dead', 'stalled', attempts, now, created, started or nil)
+    local name, body = emq_job_body(jk, with_payload)
+    local entry = emq_record(p, id, 'dead', 'stalled', attempts, now, created, started or nil,
+      name, body)
     redis.call('HSET', jk, 'entry', entry)
   end
   dead[#dead + 1] = id

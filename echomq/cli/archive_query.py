@@ -1,0 +1,91 @@
+"""``emq archive query`` and ``emq archive export``: SQL over the floor's history
+(DuckDB, the extra ``echomq[sql]``) and exports for a warehouse."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from echomq.archive.entries import to_ms
+from echomq.archive.floor import Floor
+from echomq.cli.app import as_click_error, emit
+
+DEFAULT_FLOOR = "./.echomq/floor"
+
+
+def _floor(floor_path: str) -> Floor:
+    if not Path(floor_path, "data.mdb").exists():
+        raise click.ClickException(f"no floor at {floor_path}")
+    return Floor(floor_path)
+
+
+def _time(value: str | None) -> int | None:
+    if value is None:
+        return None
+    if value.lstrip("-").isdigit():
+        return int(value)
+    try:
+        return to_ms(datetime.fromisoformat(value))
+    except ValueError as exc:
+        raise click.BadParameter(f"{value!r} is neither ms nor an ISO 8601 time") from exc
+
+
+@click.command("query")
+@click.argument("sql")
+@click.option("--floor", "floor_path", default=DEFAULT_FLOOR, envvar="EMQ_FLOOR",
+              show_default=True, help="The LMDB floor directory.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object per row (times as ISO 8601 UTC).")
+def query_cmd(sql: str, floor_path: str, as_json: bool) -> None:
+    """Run SQL (DuckDB) over the view `outcomes` of the floor's history: queue, job_id,
+    outcome, result, attempts, at, created_at, started_at (UTC timestamps), error (a dead
+    outcome's result), name and payload (when recorded), stream_id.
+
+    Refuses a missing floor, SQL that DuckDB rejects (QueryFailed), and runs only with
+    the extra installed: pip install 'echomq[sql]'."""
+    with as_click_error(), _floor(floor_path) as floor:
+        answer = floor.query(sql)
+    if as_json:
+        for row in answer.to_dicts():
+            click.echo(json.dumps(row, default=_jsonable, ensure_ascii=False,
+                                  separators=(",", ":")))
+        return
+    table = Table()
+    for column in answer.columns:
+        table.add_column(column, overflow="fold")
+    for values in answer.rows:
+        table.add_row(*("" if v is None else str(v) for v in values))
+    Console().print(table)
+
+
+def _jsonable(value: object) -> object:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+@click.command("export")
+@click.argument("queue")
+@click.argument("path")
+@click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl"]), default="parquet",
+              show_default=True)
+@click.option("--since", help="ms since the epoch or ISO 8601 (inclusive).")
+@click.option("--until", help="ms since the epoch or ISO 8601 (exclusive).")
+@click.option("--floor", "floor_path", default=DEFAULT_FLOOR, envvar="EMQ_FLOOR",
+              show_default=True, help="The LMDB floor directory.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def export_cmd(queue: str, path: str, fmt: str, since: str | None, until: str | None,
+               floor_path: str, as_json: bool) -> None:
+    """Write QUEUE's archived outcomes (the query view's columns) to PATH as Parquet or
+    JSON lines, for a warehouse.
+
+    Refuses a missing floor or a queue it does not hold; Parquet needs the extra
+    echomq[sql]."""
+    with as_click_error(), _floor(floor_path) as floor:
+        count = floor.export(queue, path, fmt, _time(since), _time(until))
+    emit({"queue": queue, "path": path, "format": fmt, "rows": count}, as_json)
