@@ -56,12 +56,13 @@ def declare(conn: Connection, queue: str, archive: str | ArchiveOfRecord | None 
     """
     keys = conn.keys(queue)
     record = None if archive is None else record_address(archive)
-    pipe = conn.redis.pipeline(transaction=True)
-    pipe.hset(keys.meta, "stream", "1")
-    if record is not None:
-        pipe.hset(keys.meta, "archive", record)
-    pipe.sadd(conn.declared_set, queue)
-    pipe.execute()
+    # The declared set is one key per prefix (another slot on a Cluster): two commands.
+    # The set first: a crash between them leaves a member whose meta does not say
+    # "stream", which declared_queues() skips; the other order could leave a queue
+    # writing its stream that no archive driver ever folds (nor trims).
+    conn.redis.sadd(conn.declared_set, queue)
+    fields = ["stream", "1"] if record is None else ["stream", "1", "archive", record]
+    conn.redis.hset(keys.meta, items=fields)
 
 
 def archive_of_record(conn: Connection, queue: str) -> str | None:
@@ -73,10 +74,10 @@ def archive_of_record(conn: Connection, queue: str) -> str | None:
 def undeclare(conn: Connection, queue: str) -> None:
     """Stop archiving ``queue``; its stream and what the archive already holds stay."""
     keys = conn.keys(queue)
-    pipe = conn.redis.pipeline(transaction=True)
-    pipe.hdel(keys.meta, "stream")
-    pipe.srem(conn.declared_set, queue)
-    pipe.execute()
+    # The mirror of declare(): the meta first, so a crash between the two commands
+    # leaves a set member declared_queues() skips, never a declared queue outside it.
+    conn.redis.hdel(keys.meta, "stream")
+    conn.redis.srem(conn.declared_set, queue)
 
 
 def is_declared(conn: Connection, queue: str) -> bool:
