@@ -26,19 +26,21 @@ from tests.support.recorder import Recorder
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--cluster", action="store_true", default=False,
                      help="run the shared-server tests against a local Valkey Cluster "
-                          "(3 primaries, 1 replica each); plain_only tests are deselected")
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "plain_only: needs one plain server (deselected by --cluster)")
+                          "(3 primaries, 1 replica each); plain_only tests and tests "
+                          "that do not use the shared server are deselected")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not config.getoption("--cluster"):
         return
-    kept = [i for i in items if i.get_closest_marker("plain_only") is None]
-    dropped = [i for i in items if i.get_closest_marker("plain_only") is not None]
+    # a test that never asks for the shared server (it starts a private one, or needs
+    # none) would only repeat the plain pass: left out too
+    def on_cluster(item: pytest.Item) -> bool:
+        return (item.get_closest_marker("plain_only") is None
+                and "server_url" in getattr(item, "fixturenames", ()))
+
+    kept = [i for i in items if on_cluster(i)]
+    dropped = [i for i in items if not on_cluster(i)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

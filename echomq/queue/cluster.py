@@ -51,3 +51,4 @@ def slot_time(client: Any, key: str) -> tuple[int, int]:
     else:
         secs, micros = client.time()
     return int(secs), int(micros)
+

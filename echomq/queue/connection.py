@@ -111,6 +111,8 @@ class Connection:
         )
 
     def close(self) -> None:
+        if self.cluster:  # RedisCluster.close() leaves a socket of its first look open
+            self.redis.disconnect_connection_pools()  # type: ignore[attr-defined]
         self.redis.close()
 
     @property

@@ -402,6 +402,8 @@ def test_a_grouped_lapsed_row_refuses_the_whole_functions_sweep(
     )
 
 
+@pytest.mark.plain_only  # sends two queues' keys in one call on purpose, to see the
+# library refuse them; a Cluster client refuses such a call before the wire (CROSSSLOT)
 def test_the_functions_executor_validates_before_the_first_write(
     functions: echomq.Connection, queue: str
 ) -> None:
