@@ -19,15 +19,45 @@ from echomq.archive import declare
 from echomq.archive.seaweed import MotoS3, SeaweedS3
 from echomq.queue.connection import Connection, connect
 from echomq.queue.embedded import EmbeddedValkey
+from echomq.servers.cluster import LocalCluster
 from tests.support.recorder import Recorder
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--cluster", action="store_true", default=False,
+                     help="run the shared-server tests against a local Valkey Cluster "
+                          "(3 primaries, 1 replica each); plain_only tests and tests "
+                          "that do not use the shared server are deselected")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--cluster"):
+        return
+    # a test that never asks for the shared server (it starts a private one, or needs
+    # none) would only repeat the plain pass: left out too
+    def on_cluster(item: pytest.Item) -> bool:
+        return (item.get_closest_marker("plain_only") is None
+                and "server_url" in getattr(item, "fixturenames", ()))
+
+    kept = [i for i in items if on_cluster(i)]
+    dropped = [i for i in items if not on_cluster(i)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 @pytest.fixture(scope="session")
-def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The shared server: ``REDIS_URL`` when given, else a private Valkey."""
+def server_url(request: pytest.FixtureRequest,
+               tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The shared server: ``REDIS_URL`` when given, a local Cluster with ``--cluster``,
+    else a private Valkey."""
     external = os.environ.get("REDIS_URL")
     if external:
         yield external
+        return
+    if request.config.getoption("--cluster"):
+        with LocalCluster(tmp_path_factory.mktemp("cluster")) as cluster:
+            yield cluster.url
         return
     server = EmbeddedValkey(tmp_path_factory.mktemp("valkey"))
     server.start()

@@ -131,8 +131,11 @@ def schedule(conn: Connection, queue: str, name: str, cron: str, payload: Any, /
     spec = json.dumps({"cron": " ".join(cron.split()), "timezone": timezone, "payload": body,
                        "options": options, "created_at": now},
                       sort_keys=True, separators=(",", ":"))
-    conn.redis.hset(keys.schedules, name, spec)
+    # the cron set first (another slot on a Cluster): a crash between the two leaves a
+    # listed queue with no schedule, which the scheduler passes over, never a schedule
+    # the scheduler cannot find
     conn.redis.sadd(conn.cron_set, queue)
+    conn.redis.hset(keys.schedules, name, spec)
     last = cast(str | None, conn.redis.hget(keys.schedule_fires, name))
     return _view(name, _Spec.load(spec), last, now)
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from echomq.errors import InvalidArgument, QueueBusy
 from echomq.queue import transitions
+from echomq.queue.cluster import scan_slot
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
 from echomq.queue.transitions import BULK_BATCH
@@ -98,7 +99,7 @@ def _key_batches(conn: Connection, keys: Keys) -> Iterator[list[str]]:
     """One SCAN pass over the queue's keys but its meta hash, in batches of at most
     :data:`BULK_BATCH`."""
     batch: list[str] = []
-    for key in conn.redis.scan_iter(match=keys.pattern, count=BULK_BATCH):
+    for key in scan_slot(conn.redis, keys.pattern, BULK_BATCH, keys.meta):
         if key == keys.meta:
             continue
         batch.append(str(key))

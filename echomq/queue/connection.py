@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 import redis
 
@@ -66,6 +66,7 @@ class Connection:
         executor: ExecutorName = "scripts",
         payload_limit: int = DEFAULT_PAYLOAD_LIMIT,
         prefix: str = PREFIX,
+        cluster: bool = False,
     ) -> None:
         if executor not in EXECUTORS:
             raise InvalidArgument(f"executor must be one of {EXECUTORS}, got {executor!r}")
@@ -74,6 +75,7 @@ class Connection:
         ):
             raise InvalidArgument("payload_limit must be a positive integer")
         self.redis = client
+        self.cluster = cluster
         self.url = url
         self.executor_name: ExecutorName = executor
         self.payload_limit = payload_limit
@@ -105,10 +107,12 @@ class Connection:
         """The same server and pool, another executor."""
         return Connection(
             self.redis, url=self.url, executor=executor, payload_limit=self.payload_limit,
-            prefix=self.prefix,
+            prefix=self.prefix, cluster=self.cluster,
         )
 
     def close(self) -> None:
+        if self.cluster:  # RedisCluster.close() leaves a socket of its first look open
+            self.redis.disconnect_connection_pools()  # type: ignore[attr-defined]
         self.redis.close()
 
     @property
@@ -129,6 +133,7 @@ def connect(
     payload_limit: int = DEFAULT_PAYLOAD_LIMIT,
     check: bool = True,
     prefix: str = PREFIX,
+    cluster: bool | None = None,
 ) -> Connection:
     """Connect to ``url`` (``redis://``, ``rediss://``, ``unix://``) or, with none,
     to the embedded Valkey of ``data_dir`` (default ``$EMQ_DATA_DIR`` or
@@ -150,6 +155,15 @@ def connect(
     rows, the declared set and the archive's leases. Two prefixes on one server are
     two separate deployments, e.g. one per tenant, each behind its own ACL
     (``~tenant-a:*``).
+
+    A Valkey/Redis Cluster is found on its own: when the server says
+    ``cluster_enabled:1`` (``INFO cluster``) the connection holds redis-py's
+    ``RedisCluster``, which follows the slots from the node ``url`` names.
+    ``cluster=True`` asks for it without the look, ``cluster=False`` forces a plain
+    client (one node, e.g. to inspect it). With ``check=False`` nothing is asked before
+    the first verb, so only ``cluster=True`` gives a Cluster client. Every transition
+    touches one queue's keys, all under its ``{queue}`` hash tag: one slot, so any
+    transition runs on a Cluster.
     """
     check_prefix(prefix)
     if executor not in EXECUTORS:
@@ -160,8 +174,13 @@ def connect(
         client = redis.Redis.from_url(url, decode_responses=True, health_check_interval=30)
     except ValueError as exc:
         raise ConnectionFailed(f"cannot use Redis URL {redact_url(url)!r}: {exc}") from exc
+    if cluster is None:
+        cluster = check and _says_cluster(client, url)
+    if cluster:
+        client.close()
+        client = cluster_client(url)
     conn = Connection(client, url=url, executor=executor, payload_limit=payload_limit,
-                      prefix=prefix)
+                      prefix=prefix, cluster=cluster)
     if check:
         try:
             client.ping()
@@ -171,3 +190,34 @@ def connect(
                 f"cannot reach Redis/Valkey at {redact_url(url)}: {exc}"
             ) from exc
     return conn
+
+
+def _says_cluster(client: redis.Redis, url: str) -> bool:
+    """True when the server at ``url`` is a Cluster node (``cluster_enabled:1``)."""
+    try:
+        return bool(int(client.info("cluster").get("cluster_enabled", 0)))
+    except redis.ConnectionError as exc:
+        client.close()
+        raise ConnectionFailed(
+            f"cannot reach Redis/Valkey at {redact_url(url)}: {exc}") from exc
+    except redis.ResponseError:
+        return False  # INFO refused (an ACL without it): a plain server is the safe guess
+
+
+def cluster_client(url: str) -> redis.Redis:
+    """redis-py's Cluster client for the Cluster a node of ``url`` belongs to.
+
+    It offers the commands the library sends with the signatures of ``redis.Redis``
+    (typed as one here): keyed commands go to the slot's primary, ``SCRIPT LOAD`` and
+    ``FUNCTION LOAD`` to every primary, pipelines are split per node.
+    """
+    from echomq.queue.cluster import EchoCluster
+
+    try:
+        found = EchoCluster.from_url(url, decode_responses=True, health_check_interval=30)
+    except (ValueError, redis.exceptions.RedisClusterException) as exc:
+        raise ConnectionFailed(f"cannot use Redis Cluster URL {redact_url(url)!r}: {exc}"
+                               ) from exc
+    except redis.ConnectionError as exc:
+        raise ConnectionFailed(f"cannot reach Redis/Valkey at {redact_url(url)}: {exc}") from exc
+    return cast(redis.Redis, found)

@@ -66,7 +66,12 @@ def declare(conn: Connection, queue: str, archive: str | ArchiveOfRecord | None 
     record = None if archive is None else record_address(archive)
     if payload is not None and not isinstance(payload, bool):
         raise InvalidArgument(f"payload must be True, False or None, got {payload!r}")
-    pipe = conn.redis.pipeline(transaction=True)
+    # The declared set is one key per prefix (another slot on a Cluster): two steps.
+    # The set first: a crash between them leaves a member whose meta does not say
+    # "stream", which declared_queues() skips; the other order could leave a queue
+    # writing its stream that no archive driver ever folds (nor trims).
+    conn.redis.sadd(conn.declared_set, queue)
+    pipe = conn.redis.pipeline(transaction=True)  # one key: the queue's meta hash
     pipe.hset(keys.meta, "stream", "1")
     if record is not None:
         pipe.hset(keys.meta, "archive", record)
@@ -74,7 +79,6 @@ def declare(conn: Connection, queue: str, archive: str | ArchiveOfRecord | None 
         pipe.hset(keys.meta, RECORD_PAYLOAD, "1")
     elif payload is False:
         pipe.hdel(keys.meta, RECORD_PAYLOAD)
-    pipe.sadd(conn.declared_set, queue)
     pipe.execute()
 
 
@@ -93,10 +97,10 @@ def undeclare(conn: Connection, queue: str) -> None:
     """Stop archiving ``queue`` (payload recording too); its stream and what the archive
     already holds stay."""
     keys = conn.keys(queue)
-    pipe = conn.redis.pipeline(transaction=True)
-    pipe.hdel(keys.meta, "stream", RECORD_PAYLOAD)
-    pipe.srem(conn.declared_set, queue)
-    pipe.execute()
+    # The mirror of declare(): the meta first, so a crash between the two commands
+    # leaves a set member declared_queues() skips, never a declared queue outside it.
+    conn.redis.hdel(keys.meta, "stream", RECORD_PAYLOAD)
+    conn.redis.srem(conn.declared_set, queue)
 
 
 def is_declared(conn: Connection, queue: str) -> bool:

@@ -126,7 +126,9 @@ class ScriptsExecutor(Executor):
     def _queue(
         self, pipe: Any, t: registry.Transition, keys: Sequence[str], args: Sequence[Arg]
     ) -> None:
-        pipe.evalsha(t.sha, len(keys), *keys, *args)
+        # the command itself, not pipe.evalsha: redis-py's Cluster pipeline refuses the
+        # method (it cannot route a script without keys) but routes EVALSHA by its keys
+        pipe.execute_command("EVALSHA", t.sha, len(keys), *keys, *args)
 
     def _is_missing(self, reply: object) -> bool:
         return isinstance(reply, redis.exceptions.NoScriptError)
@@ -145,16 +147,29 @@ class FunctionsExecutor(Executor):
 
     name = "functions"
 
-    def __init__(self, client: redis.Redis, url: str = "") -> None:
+    def __init__(self, client: redis.Redis, url: str = "", *, cluster: bool = False) -> None:
         super().__init__(client, url)
         self._checked = False
         self._lock = threading.Lock()
+        self._cluster = cluster
 
     def ensure_library(self, force: bool = False) -> None:
+        """Load the library where it is missing or older.
+
+        On a Cluster the library must be on EVERY primary (each runs the FCALLs of its
+        slots): it is loaded to all of them (``FUNCTION LOAD REPLACE`` goes to every
+        primary in redis-py's Cluster client) once per executor, and again when a node
+        answers "function not found" (a new primary after a reshard; a replica promoted
+        by a failover already has it, since functions replicate).
+        """
         with self._lock:
             if self._checked and not force:
                 return
             code, version = registry.library()
+            if self._cluster:
+                self.client.function_load(code, replace=True)
+                self._checked = True
+                return
             try:
                 current = self.client.fcall("emq_version", 0)
             except redis.ResponseError:
@@ -193,5 +208,5 @@ class FunctionsExecutor(Executor):
 
 def make_executor(conn: Connection) -> Executor:
     if conn.executor_name == "functions":
-        return FunctionsExecutor(conn.redis, conn.url)
+        return FunctionsExecutor(conn.redis, conn.url, cluster=conn.cluster)
     return ScriptsExecutor(conn.redis, conn.url)

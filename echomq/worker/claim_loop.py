@@ -19,6 +19,7 @@ import redis
 from echomq import tracing
 from echomq.errors import ConnectionFailed
 from echomq.queue import transitions
+from echomq.queue.cluster import slot_time
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
 from echomq.worker.context import JobContext
@@ -135,10 +136,14 @@ class ClaimLoop:
         """How long to park with nothing to do: the poll interval, or less when a
         scheduled job falls due sooner (an add wakes us earlier through pub/sub)."""
         try:
-            pipe = self.conn.redis.pipeline(transaction=False)
-            pipe.zrange(self.keys.scheduled, 0, 0, withscores=True)
-            pipe.time()
-            first, (secs, micros) = pipe.execute()
+            if self.conn.cluster:  # a Cluster pipeline has no keyless TIME: ask the slot's node
+                first = self.conn.redis.zrange(self.keys.scheduled, 0, 0, withscores=True)
+                secs, micros = slot_time(self.conn.redis, self.keys.scheduled)
+            else:
+                pipe = self.conn.redis.pipeline(transaction=False)
+                pipe.zrange(self.keys.scheduled, 0, 0, withscores=True)
+                pipe.time()
+                first, (secs, micros) = pipe.execute()
         except redis.RedisError:
             return self.poll_s
         if not first:

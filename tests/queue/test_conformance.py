@@ -486,7 +486,7 @@ def test_only_the_functions_executor_stamps_lease_epoch(
     scripts, functions = records
     for snapshot in scripts.raw:
         assert epochs(snapshot) == {}
-    run = run_id(functions.conn.redis)
+    run = run_id(functions.conn.redis, functions.conn.keys(functions.queue).meta)
     # the keyspace before the bulk steps emptied it
     last = functions.raw[[label for label, _, _ in functions.steps].index("metrics")]
     claimed_rows = {

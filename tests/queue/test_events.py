@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 
 import echomq
 from echomq.queue.events import Event, channel
@@ -15,9 +14,11 @@ from tests.support.waits import wait_until
 
 
 @pytest.fixture
-def listener(conn: echomq.Connection, server_url: str, queue: str) -> Iterator[Any]:
-    client = redis.Redis.from_url(server_url, decode_responses=True)
-    pubsub = client.pubsub()
+def listener(conn: echomq.Connection, queue: str) -> Iterator[Any]:
+    # the connection's own client: on a Cluster it subscribes where the channel's slot
+    # lives, the node PUBLISH counts its receivers on
+    client = echomq.connect(conn.url).redis
+    pubsub = client.pubsub()  # type: ignore[no-untyped-call]
     pubsub.subscribe(channel(conn, queue))
     assert wait_until(lambda: pubsub.get_message(timeout=0.1))["type"] == "subscribe"
     yield pubsub

@@ -5,10 +5,15 @@ from __future__ import annotations
 import socket
 
 import redis
+from redis.cluster import RedisCluster
 
 
-def run_id(client: redis.Redis) -> str:
-    """The server's run id: a restart (even on the same port) changes it."""
+def run_id(client: redis.Redis, key: str | None = None) -> str:
+    """The server's run id: a restart (even on the same port) changes it. On a Cluster,
+    the run id of the primary that holds ``key``'s slot (the one that ran its Lua)."""
+    if isinstance(client, RedisCluster):
+        node = client.get_node_from_key(key) if key else client.get_default_node()
+        return str(client.info("server", target_nodes=node)["run_id"])
     return str(client.info("server")["run_id"])
 
 

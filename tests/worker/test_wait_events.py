@@ -37,7 +37,14 @@ def until(stream: echomq.EventStream, kind: EventKind, job_id: str) -> list[echo
 
 
 def numsub(conn: Connection, channel: str) -> int:
-    return int(dict(conn.redis.pubsub_numsub(channel))[channel])
+    """Subscribers of ``channel`` on the server of its slot (a Cluster node counts its
+    own; the library subscribes where the channel's hash tag lives)."""
+    client: Any = conn.redis
+    if conn.cluster:
+        found = client.pubsub_numsub(channel, target_nodes=client.get_node_from_key(channel))
+    else:
+        found = client.pubsub_numsub(channel)
+    return int(dict(found)[channel])
 
 
 # -- progress -----------------------------------------------------------------------------
@@ -311,7 +318,7 @@ def test_with_nobody_listening_a_settle_publishes_nothing(conn, queue, start):
     keys = conn.keys(queue)
     spy = conn.redis.pubsub(ignore_subscribe_messages=True)
     spy.psubscribe(keys.base + "*")
-    wait_until(lambda: spy.subscribed and numpat(conn) > 0)
+    wait_until(lambda: spy.subscribed and numpat(conn, keys.base) > 0)
     try:
         echomq.add_many(conn, queue, [{"fail": i % 10 == 0} for i in range(50)],
                         max_attempts=2)
@@ -341,5 +348,10 @@ def test_with_nobody_listening_a_settle_publishes_nothing(conn, queue, start):
         spy.close()
 
 
-def numpat(conn: Connection) -> int:
-    return int(conn.redis.pubsub_numpat())
+def numpat(conn: Connection, near: str) -> int:
+    """Pattern subscriptions on the server of ``near``'s slot (a Cluster node counts its
+    own; the spy subscribed where its pattern's hash tag lives)."""
+    client: Any = conn.redis
+    if conn.cluster:
+        return int(client.pubsub_numpat(target_nodes=client.get_node_from_key(near)))
+    return int(client.pubsub_numpat())

