@@ -1,5 +1,5 @@
 """Scale: end-to-end jobs/s with 1, 2 and 4 worker processes, on one server and on the local
-Cluster, and what one job costs Redis (CPU and memory), on both executors.
+Cluster, and what one job costs Redis and the worker (CPU, memory), on both executors.
 
 Every worker process (``scale_worker.py``) is one Consumer (c=8, batches of 100) on its own
 queue; on the Cluster the queues are picked so that queue i lands on primary i mod 3, so
@@ -8,10 +8,15 @@ enqueued first; the clock runs from the moment every process is ready (interpret
 connected) to the last settle of the last process. Medians of 3, one run of each size in
 turn so that a change of load on the machine falls on every size alike.
 
-The cost rows come from a fresh private Valkey per run: ``INFO cpu`` (used_cpu_sys +
-used_cpu_user) and ``INFO memory`` (used_memory) before and after the adds, and after one
-worker process settled them all; with ``record`` the settles also append to the declared
-outcome stream, and the difference to a run without is the stream entry's memory.
+Beside the rate, CPU seconds per job: the servers' (``INFO cpu`` used_cpu_sys +
+used_cpu_user over the primaries, adds included) and the worker processes' (their own
+clock from the go to the last settle). On a shared machine the rate is bounded by the cores
+the run gets; the CPU per job says what a core of its own would carry (1 / CPU per job).
+
+The cost rows come from a fresh private Valkey per run: ``INFO cpu`` and ``INFO memory``
+(used_memory) before and after the adds, and after one worker process settled them all;
+with ``record`` the settles also append to the declared outcome stream, and the difference
+to a run without is the stream entry's memory.
 
     python bench/run.py scale        (or python bench/bench_scale.py)
 """
@@ -37,8 +42,8 @@ from echomq.servers.valkey import EmbeddedValkey
 
 HERE = Path(__file__).resolve().parent
 WORKERS = (1, 2, 4)
-TOTAL = 20_000
-COST_TOTAL = 10_000
+TOTAL = 16_000
+COST_TOTAL = 8_000
 RUNS = 3
 EXECUTORS: tuple[ExecutorName, ...] = ("scripts", "functions")
 Nodes = Callable[[], Sequence[redis.Redis]]
@@ -49,8 +54,9 @@ def load_average() -> str:
 
 
 def run_workers(url: str, executor: str, queues: Sequence[str], per_queue: int,
-                record: bool = False) -> float:
-    """Seconds from the moment every worker process is ready to the last settle."""
+                record: bool = False) -> tuple[float, float]:
+    """Seconds from the moment every worker process is ready to the last settle, and the
+    CPU seconds the worker processes spent in that time."""
     argv = [sys.executable, str(HERE / "scale_worker.py"), url, executor]
     procs = [subprocess.Popen([*argv, q, str(per_queue), *(["record"] if record else [])],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -66,18 +72,20 @@ def run_workers(url: str, executor: str, queues: Sequence[str], per_queue: int,
             assert proc.stdin is not None
             proc.stdin.write("go\n")
             proc.stdin.flush()
-        lasts = []
+        lasts, cpu = [], 0.0
         for proc in procs:
             out, _ = proc.communicate(timeout=300)
             if proc.returncode != 0:
                 raise RuntimeError(f"a worker process exited with {proc.returncode}")
-            lasts.append(json.loads(out.strip().splitlines()[-1])["last"])
+            report = json.loads(out.strip().splitlines()[-1])
+            lasts.append(report["last"])
+            cpu += report["cpu"]
     finally:
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    return max(lasts) - started
+    return max(lasts) - started, cpu
 
 
 def redis_cpu(nodes: Sequence[redis.Redis]) -> float:
@@ -95,20 +103,23 @@ def used_memory(node: redis.Redis) -> int:
 
 
 def one_scale_run(conn: echomq.Connection, nodes: Nodes, queues: Sequence[str]
-                  ) -> tuple[float, float]:
-    """Jobs/s and Redis CPU seconds per job (add + settle) of one run on empty servers."""
+                  ) -> dict[str, float]:
+    """Jobs/s, and the servers' and the workers' CPU seconds per job, of one run on empty
+    servers."""
     for node in nodes():
         node.flushall()
     per_queue = TOTAL // len(queues)
+    jobs = per_queue * len(queues)
     cpu_before = redis_cpu(nodes())
     for q in queues:
         echomq.add_many(conn, q, [{"n": i} for i in range(per_queue)])
-    seconds = run_workers(conn.url, conn.executor_name, queues, per_queue)
-    cpu = redis_cpu(nodes()) - cpu_before
+    seconds, worker_cpu = run_workers(conn.url, conn.executor_name, queues, per_queue)
+    redis_cpu_s = redis_cpu(nodes()) - cpu_before
     for q in queues:
         counts = echomq.counts(conn, q)
         assert counts.completed == per_queue and counts.pending == counts.active == 0, counts
-    return per_queue * len(queues) / seconds, cpu / (per_queue * len(queues))
+    return {"rate": jobs / seconds, "redis_cpu": redis_cpu_s / jobs,
+            "worker_cpu": worker_cpu / jobs}
 
 
 def spread_queues(conn: echomq.Connection, count: int) -> tuple[list[str], int]:
@@ -128,19 +139,22 @@ def spread_queues(conn: echomq.Connection, count: int) -> tuple[list[str], int]:
 
 def scale_rows(label: str, conn: echomq.Connection, nodes: Nodes
                ) -> Iterator[tuple[str, str]]:
-    results: dict[int, list[tuple[float, float]]] = {w: [] for w in WORKERS}
+    results: dict[int, list[dict[str, float]]] = {w: [] for w in WORKERS}
     spreads = {w: spread_queues(conn, w) for w in WORKERS}
     for _ in range(RUNS):
         for w in WORKERS:
             results[w].append(one_scale_run(conn, nodes, spreads[w][0]))
     for w in WORKERS:
-        rate = statistics.median(r[0] for r in results[w])
-        cpu = statistics.median(r[1] for r in results[w])
+        def med(name: str, found: list[dict[str, float]] = results[w]) -> float:
+            return statistics.median(r[name] for r in found)
+
         queues, primaries = spreads[w]
-        where = f"{len(queues)} queue(s) on {primaries} primar{'y' if primaries == 1 else 'ies'}"
-        yield (f"scale, {label}, {w} worker process(es), {where}: jobs/s (per process); "
-               f"Redis CPU per job",
-               f"{rate:,.0f} ({rate / w:,.0f}); {cpu * 1e6:.0f} µs")
+        where = (f"{len(queues)} queue{'s' if w > 1 else ''} on {primaries} "
+                 f"primar{'ies' if primaries > 1 else 'y'}")
+        yield (f"scale: {label}, {w} worker process{'es' if w > 1 else ''} ({where}): "
+               "jobs/s (per process); CPU per job, Redis / worker",
+               f"{med('rate'):,.0f} ({med('rate') / w:,.0f}); "
+               f"{med('redis_cpu') * 1e6:.0f} / {med('worker_cpu') * 1e6:.0f} µs")
 
 
 def one_server_rows() -> Iterator[tuple[str, str]]:
@@ -159,7 +173,7 @@ def cluster_rows() -> Iterator[tuple[str, str]]:
         conn = echomq.connect(cluster.url)
         primaries = [redis.Redis(host=n.host, port=n.port, socket_timeout=30)
                      for n in cluster.primary_nodes()]
-        label = f"local Cluster ({len(primaries)} primaries + {cluster.replicas} replica each)"
+        label = f"Cluster ({len(primaries)} primaries + {cluster.replicas} replica each)"
         try:
             yield from scale_rows(label, conn, lambda: primaries)
         finally:
@@ -176,14 +190,14 @@ def one_cost_run(executor: ExecutorName, record: bool) -> dict[str, float]:
             mem0, cpu0 = used_memory(admin), redis_cpu([admin])
             echomq.add_many(conn, "cost", [{"n": i} for i in range(COST_TOTAL)])
             mem1, cpu1 = used_memory(admin), redis_cpu([admin])
-            run_workers(server.url, executor, ["cost"], COST_TOTAL, record)
+            _, worker_cpu = run_workers(server.url, executor, ["cost"], COST_TOTAL, record)
             mem2, cpu2 = used_memory(admin), redis_cpu([admin])
         finally:
             admin.close()
             conn.close()
     return {"add_cpu": (cpu1 - cpu0) / COST_TOTAL, "settle_cpu": (cpu2 - cpu1) / COST_TOTAL,
             "pending_bytes": (mem1 - mem0) / COST_TOTAL,
-            "finished_bytes": (mem2 - mem0) / COST_TOTAL}
+            "finished_bytes": (mem2 - mem0) / COST_TOTAL, "worker_cpu": worker_cpu / COST_TOTAL}
 
 
 def cost_rows() -> Iterator[tuple[str, str]]:
@@ -194,12 +208,16 @@ def cost_rows() -> Iterator[tuple[str, str]]:
         def med(name: str, results: list[dict[str, float]] = plain) -> float:
             return statistics.median(r[name] for r in results)
 
-        label = f"cost, one server, {executor} ({COST_TOTAL:,} no-op jobs, 1 worker process)"
+        label = f"cost: one server, {executor}, {COST_TOTAL:,} no-op jobs, 1 worker process"
         per_job = med("add_cpu") + med("settle_cpu")
         yield (f"{label}: Redis CPU per job, add / claim + complete (µs)",
                f"{med('add_cpu') * 1e6:.1f} / {med('settle_cpu') * 1e6:.1f}")
+        yield (f"{label}: the same with the outcome recorded in the stream (µs)",
+               f"{med('add_cpu', recorded) * 1e6:.1f} / {med('settle_cpu', recorded) * 1e6:.1f}")
         yield (f"{label}: one Redis core's ceiling at that cost (jobs/s)",
                f"{1 / per_job:,.0f}")
+        yield (f"{label}: worker CPU per job (µs); one worker core's ceiling (jobs/s)",
+               f"{med('worker_cpu') * 1e6:.0f}; {1 / med('worker_cpu'):,.0f}")
         yield (f"{label}: Redis memory per pending job / per finished row kept (B)",
                f"{med('pending_bytes'):,.0f} / {med('finished_bytes'):,.0f}")
         yield (f"{label}: Redis memory per recorded outcome's stream entry (B)",

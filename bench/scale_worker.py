@@ -4,7 +4,8 @@
 Consumer, prints ``ready`` and waits for a line on stdin, so that every process of a run
 starts together after the interpreter's start-up (which is not the queue's cost); then it
 settles TOTAL no-op jobs and prints, as JSON, the ``time.monotonic()`` of its last settle
-(one clock for every process of the machine) and its RSS.
+(one clock for every process of the machine), the CPU seconds it spent from the go to then
+(every thread, user + system: what it would need of a core of its own) and its RSS.
 """
 
 from __future__ import annotations
@@ -33,14 +34,17 @@ def main() -> None:
         while consumer.processed < total:
             time.sleep(0.001)
         marks["last"] = time.monotonic()
+        marks["cpu"] = time.process_time() - marks["cpu"]
         consumer.stop()
 
     print("ready", flush=True)
     sys.stdin.readline()
+    marks["cpu"] = time.process_time()
     threading.Thread(target=watch, daemon=True).start()
     consumer.run(install_signals=False)
     rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"last": marks["last"], "rss_mib": rss_kib / 1024}), flush=True)
+    print(json.dumps({"last": marks["last"], "cpu": marks["cpu"], "rss_mib": rss_kib / 1024}),
+          flush=True)
 
 
 if __name__ == "__main__":
