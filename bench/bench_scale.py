@@ -16,7 +16,8 @@ the run gets; the CPU per job says what a core of its own would carry (1 / CPU p
 The cost rows come from a fresh private Valkey per run: ``INFO cpu`` and ``INFO memory``
 (used_memory) before and after the adds, and after one worker process settled them all;
 with ``record`` the settles also append to the declared outcome stream, and the difference
-to a run without is the stream entry's memory.
+to a run without is the stream entry's memory. A last row attaches one replica to the server:
+what feeding it costs the primary.
 
     python bench/run.py scale        (or python bench/bench_scale.py)
 """
@@ -30,6 +31,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -182,8 +184,26 @@ def cluster_rows() -> Iterator[tuple[str, str]]:
             conn.close()
 
 
-def one_cost_run(executor: ExecutorName, record: bool) -> dict[str, float]:
-    with EmbeddedValkey() as server:
+@contextmanager
+def replica_of(server: EmbeddedValkey) -> Iterator[None]:
+    """A replica of ``server`` for the block, its link up before the block starts."""
+    replica = EmbeddedValkey(extra_args=["--replicaof", server.host, str(server.port)]).start()
+    client = redis.Redis.from_url(replica.url, socket_timeout=30)
+    try:
+        deadline = time.monotonic() + 30
+        while client.info("replication").get("master_link_status") != "up":
+            if time.monotonic() > deadline:
+                raise RuntimeError("the replica did not link up in 30 s")
+            time.sleep(0.05)
+        yield
+    finally:
+        client.close()
+        replica.cleanup()
+
+
+def one_cost_run(executor: ExecutorName, record: bool, replica: bool = False
+                 ) -> dict[str, float]:
+    with EmbeddedValkey() as server, replica_of(server) if replica else nullcontext():
         conn = echomq.connect(server.url, executor)
         admin = redis.Redis.from_url(server.url, socket_timeout=30)
         try:
@@ -222,6 +242,12 @@ def cost_rows() -> Iterator[tuple[str, str]]:
                f"{med('pending_bytes'):,.0f} / {med('finished_bytes'):,.0f}")
         yield (f"{label}: Redis memory per recorded outcome's stream entry (B)",
                f"{med('finished_bytes', recorded) - med('finished_bytes'):,.0f}")
+    replicated = [one_cost_run(EXECUTORS[0], False, replica=True) for _ in range(RUNS)]
+    add = statistics.median(r["add_cpu"] for r in replicated)
+    settle = statistics.median(r["settle_cpu"] for r in replicated)
+    yield (f"cost: one server + 1 replica, {EXECUTORS[0]}, {COST_TOTAL:,} no-op jobs: "
+           "the primary's CPU per job, add / claim + complete (µs)",
+           f"{add * 1e6:.1f} / {settle * 1e6:.1f}")
 
 
 def rows() -> list[tuple[str, str]]:
