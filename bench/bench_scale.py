@@ -44,8 +44,8 @@ from echomq.servers.valkey import EmbeddedValkey
 
 HERE = Path(__file__).resolve().parent
 WORKERS = (1, 2, 4)
-TOTAL = 16_000
-COST_TOTAL = 8_000
+TOTAL = 12_000
+COST_TOTAL = 6_000
 RUNS = 3
 EXECUTORS: tuple[ExecutorName, ...] = ("scripts", "functions")
 Nodes = Callable[[], Sequence[redis.Redis]]
