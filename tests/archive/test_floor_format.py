@@ -115,3 +115,20 @@ def test_queues_committed_in_any_order_and_clocks_out_of_order(tmp_path: Path) -
             assert len(audit) == 60 and len(floor.audit("b", "dead")) == 30
             results.append((answers(floor, "a"), answers(floor, "b")))
     assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("bad_job", ["a:b", "has space", "{q}", "x" * 201, "", "tab\there"])
+def test_one_bad_job_id_in_a_slice_is_quarantined_and_only_it(tmp_path: Path,
+                                                              bad_job: str) -> None:
+    """Job ids are checked a whole slice at once; one that fails is found and quarantined
+    alone, the others archived."""
+    items = []
+    for i in range(20):
+        fields = {"job": bad_job if i == 11 else f"job-{i}", "outcome": "completed",
+                  "result": "", "attempts": "1", "at": str(3_000_000 + i)}
+        sid = f"{7000 + i}-0"
+        items.append((sid, fields, entry_line(sid, fields)))
+    with Floor(tmp_path / "floor") as floor:
+        assert floor.commit_slice(build_slice("q", "0-0", items), uploaded=True) == (19, 1)
+        assert [q.stream_id for q in floor.quarantined("q")] == ["7011-0"]
+        assert len(floor.audit("q")) == 19 and floor.history("q", "job-12")
