@@ -52,8 +52,10 @@ if TYPE_CHECKING:
     from echomq.archive.history_sql import QueryResult
 
 DEFAULT_MAP_SIZE = 64 * 1024 * 1024
-_DBS = ("entries", "by_job", "by_outcome", "quarantine", "slices", "pending", "queues")
-"""The sub-databases (format 2: a time query merges the per-outcome indexes)."""
+_BY = {o.value: f"by_{o.value}" for o in Outcome}
+"""One time index per outcome (format 2): keys ``queue NUL, at, id``; a time query across
+outcomes merges them."""
+_DBS = ("entries", "by_job", *_BY.values(), "quarantine", "slices", "pending", "queues")
 
 
 _IDENTITY_KEY = b"\x00floor-id"  # in "queues": no queue name holds a NUL, none sorts first
@@ -96,8 +98,8 @@ Pairs = list[tuple[bytes, bytes]]
 
 
 def _index_rows(qk: bytes, items: Sequence[RawItem]) -> dict[str, Pairs]:
-    """The key/value pairs a slice adds to each sub-database; ``by_outcome`` comes as
-    one sorted run per outcome (see :func:`_put`).
+    """The key/value pairs a slice adds to each sub-database; each outcome's time index
+    gets one sorted run (see :func:`_put`).
 
     The fold's hot loop: one tuple per index per entry, keys built from shared parts, the
     job ids checked for the whole slice at once.
@@ -107,7 +109,7 @@ def _index_rows(qk: bytes, items: Sequence[RawItem]) -> dict[str, Pairs]:
     bad: Pairs = []
     runs: dict[str, Pairs] = {o.value: [] for o in Outcome}
     add_entry, add_job, add_bad = entries.append, by_job.append, bad.append
-    adds = {o: (qk + o.encode() + b"\x00", run.append) for o, run in runs.items()}
+    adds = {o: run.append for o, run in runs.items()}
     checked = names_ok([fields.get("job") for _, fields, _ in items])
     for sid, fields, line in items:
         ik = id_key(sid)
@@ -118,12 +120,11 @@ def _index_rows(qk: bytes, items: Sequence[RawItem]) -> dict[str, Pairs]:
         job, outcome, at_ms = terms
         add_entry((qk + ik, line))
         add_job((qk + job.encode() + b"\x00" + ik, b""))
-        prefix, add = adds[outcome]
-        add((prefix + _U64(at_ms) + ik, b""))
+        adds[outcome]((qk + _U64(at_ms) + ik, b""))
     rows = {"entries": entries, "by_job": by_job, "quarantine": bad}
     for outcome, run in runs.items():
         run.sort()  # settle times nearly follow stream order: a near-linear sort
-        rows[outcome] = run
+        rows[_BY[outcome]] = run
     return rows
 
 
@@ -143,10 +144,6 @@ def _put(txn: Txn, db: Any, pairs: Pairs, *, in_order: bool) -> int:
     if added < len(pairs):
         added += int(cur.putmulti(pairs, overwrite=False)[1])
     return added
-
-
-_ROWS_DB = {o.value: "by_outcome" for o in Outcome}
-"""Where each run of :func:`_index_rows` goes (the others go to the database they name)."""
 
 
 class Floor(GapLedger, DigestChain, FloorFormat):
@@ -193,8 +190,7 @@ class Floor(GapLedger, DigestChain, FloorFormat):
             added = {"entries": 0, "quarantine": 0}
             for name, pairs in _index_rows(qk, items).items():
                 if pairs:
-                    added[name] = _put(txn, dbs[_ROWS_DB.get(name, name)], pairs,
-                                       in_order=name != "by_job")
+                    added[name] = _put(txn, dbs[name], pairs, in_order=name != "by_job")
             state["entries"] += added["entries"]
             state["quarantined"] += added["quarantine"]
             if state["accounted"] is not None:
@@ -320,8 +316,7 @@ class Floor(GapLedger, DigestChain, FloorFormat):
         qk = _qk(queue)
         with self._read() as (txn, dbs):
             state = self._state(txn, dbs, queue)
-            ends = [self._time_range(txn, dbs, qk + o.value.encode() + b"\x00")
-                    for o in Outcome]
+            ends = [self._time_range(txn, dbs[_BY[o.value]], qk) for o in Outcome]
             found = [end for end in ends if end is not None]
             oldest = min(e[0] for e in found) if found else None
             newest = max(e[1] for e in found) if found else None
@@ -332,9 +327,10 @@ class Floor(GapLedger, DigestChain, FloorFormat):
                            sum(g.acknowledged for g in gaps))
 
     @staticmethod
-    def _time_range(txn: Txn, dbs: Dbs, prefix: bytes) -> tuple[int, int] | None:
-        """The first and last settle time under one ``by_outcome`` prefix (None: empty)."""
-        cur = txn.cursor(db=dbs["by_outcome"])
+    def _time_range(txn: Txn, db: Any, prefix: bytes) -> tuple[int, int] | None:
+        """The first and last settle time under ``prefix`` in one outcome's time index
+        (None: empty)."""
+        cur = txn.cursor(db=db)
         if not cur.set_range(prefix) or not cast(bytes, cur.key()).startswith(prefix):
             return None
         first = int.from_bytes(cast(bytes, cur.key())[len(prefix):len(prefix) + 8], "big")
@@ -410,8 +406,7 @@ class Floor(GapLedger, DigestChain, FloorFormat):
         start = _u64(max(lo or 0, 0))
         with self._read() as (txn, dbs):
             # one run per outcome, each in (at, id) order: merged, they are time order
-            runs = [self._time_keys(txn, dbs, qk + o.value.encode() + b"\x00", start)
-                    for o in outcomes]
+            runs = [self._time_keys(txn, dbs[_BY[o.value]], qk, start) for o in outcomes]
             for key in heapq.merge(*runs):
                 if limit is not None and len(out) >= limit:
                     break
@@ -420,9 +415,10 @@ class Floor(GapLedger, DigestChain, FloorFormat):
                 out.append(self._entry(txn, dbs, queue, key[8:]))
         return out
 
-    def _time_keys(self, txn: Txn, dbs: Dbs, prefix: bytes, start: bytes) -> Iterator[bytes]:
-        """``at + id`` of every ``by_outcome`` key under ``prefix`` from ``start`` on."""
-        for key, _ in self._scan(txn, dbs["by_outcome"], prefix, prefix + start):
+    def _time_keys(self, txn: Txn, db: Any, prefix: bytes, start: bytes) -> Iterator[bytes]:
+        """``at + id`` of every key under ``prefix`` of one outcome's time index, from
+        ``start`` on."""
+        for key, _ in self._scan(txn, db, prefix, prefix + start):
             yield key[len(prefix):]
 
     def quarantined(self, queue: str) -> list[QuarantinedEntry]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from echomq.archive import Floor
+from echomq.archive import Floor, floor_format
 from echomq.archive.entries import entry_line
 from echomq.archive.slices import SliceContent, build_slice
 from echomq.errors import FloorError
@@ -31,16 +31,20 @@ def answers(floor: Floor, queue: str) -> tuple[object, ...]:
 
 
 def make_format_1(path: Path) -> None:
-    """Rewrite a floor the way format 1 left it: a ``by_time`` index (queue, settle time,
-    id: the ``by_outcome`` keys without the outcome) and no format record."""
+    """Rewrite a floor the way format 1 left it: ``by_outcome`` (queue, outcome, settle
+    time, id) and ``by_time`` (queue, settle time, id) instead of the per-outcome indexes,
+    and no format record."""
     env = lmdb.open(str(path), max_dbs=16)
     with env.begin(write=True) as txn:
         by_outcome = env.open_db(b"by_outcome", txn=txn)
         by_time = env.open_db(b"by_time", txn=txn)
-        for key, _ in txn.cursor(db=by_outcome):
-            queue, _, rest = key.partition(b"\x00")
-            _, _, at_id = rest.partition(b"\x00")
-            txn.put(queue + b"\x00" + at_id, b"", db=by_time)
+        for outcome in (b"completed", b"cancelled", b"dead"):
+            index = env.open_db(b"by_" + outcome, txn=txn)
+            for key, _ in txn.cursor(db=index):
+                queue, _, at_id = key.partition(b"\x00")
+                txn.put(queue + b"\x00" + outcome + b"\x00" + at_id, b"", db=by_outcome)
+                txn.put(key, b"", db=by_time)
+            txn.drop(index, delete=True)
         assert txn.delete(FORMAT_KEY, db=env.open_db(b"queues", txn=txn))
     env.close()
 
@@ -53,7 +57,10 @@ def named_dbs(path: Path) -> set[bytes]:
     return names
 
 
-def test_a_format_1_floor_opens_migrated_and_answers_the_same(tmp_path: Path) -> None:
+@pytest.mark.parametrize("batch", [7, 50_000])  # resumed over many transactions, or one
+def test_a_format_1_floor_opens_migrated_and_answers_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int) -> None:
+    monkeypatch.setattr(floor_format, "BATCH", batch)
     path = tmp_path / "floor"
     slices = chain("q", 3, 40)
     with Floor(path) as floor:
@@ -62,14 +69,15 @@ def test_a_format_1_floor_opens_migrated_and_answers_the_same(tmp_path: Path) ->
         assert floor.format_version() == 2
         before = answers(floor, "q")
     make_format_1(path)
-    assert b"by_time" in named_dbs(path)
+    assert {b"by_time", b"by_outcome"} <= named_dbs(path)
+    assert b"by_dead" not in named_dbs(path)
     with Floor(path) as floor:  # migrated on open
         assert floor.format_version() == 2
         assert answers(floor, "q") == before
         assert floor.commit_slice(slices[2], uploaded=False) == (40, 0)  # folds go on
         assert len(floor.audit("q")) == 120
         assert floor.queues() == ["q"]  # the format record is no queue
-    assert b"by_time" not in named_dbs(path)
+    assert not {b"by_time", b"by_outcome"} & named_dbs(path)
 
 
 def test_a_floor_from_a_newer_version_is_refused_naming_the_rebuild(tmp_path: Path) -> None:
