@@ -66,9 +66,9 @@ def raw_lmdb_rate(floor: Floor, work: Path, entries: int, slices: int) -> float:
     ``slices`` transactions of equal shares, into a fresh environment."""
     with floor.env.begin() as txn:
         tables = {name: list(txn.cursor(db=db)) for name, db in floor._s.dbs.items()}
-    for name in ("by_job", "by_outcome", "by_time"):  # the fold's order: by the id suffix
-        if name in tables:
-            tables[name].sort(key=lambda pair: pair[0][-16:])
+    for name, pairs in tables.items():  # the fold's order: an index key ends with the id
+        if name.startswith("by_"):
+            pairs.sort(key=lambda pair: pair[0][-16:])
     env = lmdb.open(str(work / f"raw-{uuid.uuid4().hex[:8]}"), map_size=1 << 30,
                     max_dbs=len(tables))
     dbs = {name: env.open_db(name.encode()) for name in tables}
