@@ -127,14 +127,15 @@ def _db(text: str, shown: str) -> int:
 class SentinelPrimary(redis.Redis):
     """The primary's client (``master_for``) that also closes the sentinels' clients."""
 
-    sentinel: Sentinel | None = None
+    watchers: Sentinel | None = None
+    """The sentinels' clients this primary's pool asks."""
 
     def close(self) -> None:
         try:
             super().close()
         finally:
-            if self.sentinel is not None:
-                self.sentinel.close()  # type: ignore[no-untyped-call]
+            if self.watchers is not None:
+                self.watchers.close()
 
 
 def sentinel_client(url: str) -> redis.Redis:
@@ -149,10 +150,11 @@ def sentinel_client(url: str) -> redis.Redis:
         sentinel_kwargs["password"] = target.sentinel_password
     if target.sentinel_username is not None:
         sentinel_kwargs["username"] = target.sentinel_username
-    sentinel = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel_kwargs)
-    client: SentinelPrimary = sentinel.master_for(
+    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        list(target.sentinels), sentinel_kwargs=sentinel_kwargs)
+    client: SentinelPrimary = sentinel.master_for(  # type: ignore[no-untyped-call]
         target.service, redis_class=SentinelPrimary, db=target.db,
         username=target.username, password=target.password, decode_responses=True,
         health_check_interval=30, socket_connect_timeout=2, **tls)
-    client.sentinel = sentinel
+    client.watchers = sentinel
     return client

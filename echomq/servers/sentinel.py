@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 import redis
 
@@ -151,7 +151,7 @@ class LocalSentinel:
                 continue
             client = probe(sentinel.host, sentinel.port)
             try:
-                state = client.sentinel_master(self.service)
+                state: Any = client.sentinel_master(self.service)
                 if (state.get("flags") != "master"
                         or int(state.get("num-slaves", 0)) < len(running) - 1
                         or int(state.get("num-other-sentinels", 0)) < self.count - 1):
@@ -210,7 +210,8 @@ class LocalSentinel:
                 continue
             client = probe(sentinel.host, sentinel.port)
             try:
-                host, port = client.sentinel_get_master_addr_by_name(self.service)
+                found: Any = client.sentinel_get_master_addr_by_name(self.service)
+                host, port = found
                 if (host, int(port)) != (server.host, server.port):
                     return False
             except (redis.RedisError, TypeError, ValueError):
