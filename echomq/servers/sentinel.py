@@ -16,6 +16,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
@@ -91,7 +92,8 @@ class LocalSentinel:
     def __init__(self, data_dir: str | Path | None = None, *, service: str = SERVICE,
                  sentinels: int = SENTINELS, quorum: int = QUORUM,
                  down_after_ms: int = DOWN_AFTER_MS,
-                 failover_timeout_ms: int = FAILOVER_TIMEOUT_MS) -> None:
+                 failover_timeout_ms: int = FAILOVER_TIMEOUT_MS,
+                 replica_via: Callable[[str, int], tuple[str, int]] | None = None) -> None:
         self._owned = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="emq-sentinel-")).resolve()
         self.service = service
@@ -99,6 +101,11 @@ class LocalSentinel:
         self.quorum = quorum
         self.down_after_ms = down_after_ms
         self.failover_timeout_ms = failover_timeout_ms
+        self.replica_via = replica_via
+        """Where the replica reaches the primary, given the primary's address (a test
+        puts a link it can hold or cut between them); the primary itself by default.
+        The sentinels point a replica that replicates from elsewhere back at the
+        primary after ``failover_timeout_ms``, so a long one keeps such a link."""
         self.servers: list[EmbeddedValkey] = []
         """The data nodes: ``servers[0]`` started as the primary, ``servers[1]`` as its
         replica (a failover swaps the roles; :meth:`primary` says which is which now)."""
@@ -117,8 +124,11 @@ class LocalSentinel:
             primary = EmbeddedValkey(self.data_dir / "primary")
             primary.start()
             self.servers.append(primary)
-            replica = EmbeddedValkey(self.data_dir / "replica", extra_args=[
-                "--replicaof", primary.host, str(primary.port)])
+            host, port = (primary.host, primary.port)
+            if self.replica_via is not None:
+                host, port = self.replica_via(host, port)
+            replica = EmbeddedValkey(self.data_dir / "replica",
+                                     extra_args=["--replicaof", host, str(port)])
             replica.start()
             self.servers.append(replica)
             for i in range(self.count):

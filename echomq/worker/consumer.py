@@ -168,9 +168,9 @@ class Consumer:
 
     @property
     def durable_shortfalls(self) -> int:
-        """Settle round trips (``durable_replicas`` set) whose ``WAIT`` saw fewer replicas
-        acknowledge than asked within ``durable_timeout_ms``: settles a failover could
-        still lose. Each one is also logged at WARNING."""
+        """Settles (jobs, with ``durable_replicas`` set) whose round trip's ``WAIT`` saw
+        fewer replicas acknowledge than asked within ``durable_timeout_ms``: settles a
+        failover could still lose. Each such round trip is also logged at WARNING."""
         return self._settler.durable_shortfalls
 
     # -- public -------------------------------------------------------------

@@ -69,7 +69,7 @@ class Settler:
         self.durable_timeout_ms = durable_timeout_ms
         self.on_settled = on_settled
         self.durable_shortfalls = 0
-        """Settle round trips whose WAIT saw fewer replicas than asked (durable mode)."""
+        """Settles (jobs) whose round trip's WAIT saw fewer replicas than asked."""
         self._give_up = threading.Event()
         self._thread = threading.Thread(target=self._run, name="emq-settler", daemon=True)
 
@@ -178,7 +178,7 @@ class Settler:
         replies, acked = self.conn.executor.run_many_waiting(
             calls, self.durable_replicas, self.durable_timeout_ms)
         if acked < self.durable_replicas:
-            self.durable_shortfalls += 1
+            self.durable_shortfalls += jobs
             log.warning("settled %d job(s) but %d of %d replica(s) acknowledged within "
                         "%d ms: a failover now could lose them", jobs, acked,
                         self.durable_replicas, self.durable_timeout_ms)

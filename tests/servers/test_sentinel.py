@@ -15,6 +15,7 @@ import echomq
 from echomq.queue.connection import EXECUTORS
 from echomq.servers.sentinel import LocalSentinel
 from tests.support.failover import run_through_failover
+from tests.support.links import Link
 
 
 @pytest.fixture(scope="module")
@@ -120,3 +121,42 @@ def test_a_consumer_rides_a_sentinel_failover(tmp_path: Path, executor: str) -> 
     assert report.processed_after_failover >= 300
     assert report.in_flight == 0  # every job the new primary has ended completed
     assert report.completed == report.added - report.lost_adds
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("executor, durable", [("scripts", 0), ("functions", 1)])
+def test_settles_the_replica_never_saw_are_lost_and_durable_mode_counts_them(
+        tmp_path: Path, executor: str, durable: int) -> None:
+    """A partition: the replica's link is held while the primary keeps acknowledging
+    settles, then the primary dies. Those settles are lost with it (measured, not
+    hoped away); in durable mode every one of them was reported as a shortfall (its
+    WAIT saw no replica), so nothing acknowledged as durable is lost."""
+    links: list[Link] = []
+
+    def via(host: str, port: int) -> tuple[str, int]:
+        links.append(Link((host, port)))
+        return links[-1].address
+
+    # a long failover timeout: the sentinels would repoint a replica whose upstream is
+    # not the primary's address (the link) after it
+    with LocalSentinel(tmp_path / "sentinel", replica_via=via,
+                       failover_timeout_ms=60_000) as local:
+        old, replica = local.primary(), local.replica()
+        assert old is not None and replica is not None
+
+        def kill() -> None:
+            old.kill()
+            links[0].cut()  # what the link held back dies with the primary
+
+        report = run_through_failover(
+            local.url, f"partition-{executor}", executor, kill=kill,
+            promoted=lambda: local.wait_promoted(replica), partition=links[0].hold,
+            durable_replicas=durable, durable_timeout_ms=100)
+    print(f"\npartition then failover ({executor}, durable={durable}): {report.line()}")
+    assert links[0].held_bytes > 0
+    assert report.lost_acks > 0  # the primary acknowledged what its replica never got
+    assert report.in_flight == 0
+    assert report.completed == report.added - report.lost_adds
+    if durable:
+        # every loss was reported before the primary died
+        assert 0 < report.lost_acks <= report.shortfalls_at_kill

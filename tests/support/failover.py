@@ -25,6 +25,7 @@ from echomq.errors import EchoMQError
 from tests.support.waits import wait_until
 
 BATCH = 50
+HELD_SETTLES = 200
 
 
 @dataclass
@@ -47,7 +48,9 @@ class FailoverReport:
     """Completed jobs whose standing settle's reply never reached the Consumer (the
     primary died between applying it and answering)."""
     shortfalls: int
-    """Settle round trips whose WAIT saw fewer replicas than asked (durable mode)."""
+    """Settles whose round trip's WAIT saw fewer replicas than asked (durable mode)."""
+    shortfalls_at_kill: int
+    """Of those, the ones before the primary died (none after it can be lost with it)."""
     processed_after_failover: int
     """Settles acknowledged after the new primary took over."""
 
@@ -56,7 +59,8 @@ class FailoverReport:
                 f"{self.in_flight}, lost adds {self.lost_adds}; acknowledged settles "
                 f"{self.acked_settles}, of which lost {self.lost_acks}; completions "
                 f"without an acknowledgment {self.unacked_completions}; durable "
-                f"shortfalls {self.shortfalls}; settled after the failover "
+                f"shortfalls {self.shortfalls} ({self.shortfalls_at_kill} before the "
+                f"kill); settled after the failover "
                 f"{self.processed_after_failover}")
 
 
@@ -99,10 +103,12 @@ class Producer:
 
 def run_through_failover(url: str, queue: str, executor: str, *,
                          kill: Callable[[], None], promoted: Callable[[], None],
-                         durable_replicas: int = 0, durable_timeout_ms: int = 500
-                         ) -> FailoverReport:
+                         durable_replicas: int = 0, durable_timeout_ms: int = 500,
+                         partition: Callable[[], None] | None = None) -> FailoverReport:
     """Jobs flowing, ``kill`` the primary, ``promoted`` waits for its replica to take
-    over; the Consumer must carry on by itself until every job is settled."""
+    over; the Consumer must carry on by itself until every job is settled. With
+    ``partition`` (which cuts the replica off) the primary first settles at least
+    ``HELD_SETTLES`` more jobs that its replica never sees, then dies."""
     producer_conn = echomq.connect(url, executor)  # type: ignore[arg-type]
     consumer_conn = echomq.connect(url, executor)  # type: ignore[arg-type]
     acks: Counter[tuple[str, int]] = Counter()
@@ -130,7 +136,12 @@ def run_through_failover(url: str, queue: str, executor: str, *,
     producer.start()
     try:
         wait_until(lambda: consumer.processed >= 300, timeout=20)
+        if partition is not None:
+            partition()
+            cut_off = consumer.processed
+            wait_until(lambda: consumer.processed >= cut_off + HELD_SETTLES, timeout=20)
         kill()
+        shortfalls_at_kill = consumer.durable_shortfalls
         promoted()
         at_promotion = consumer.processed
         # the Consumer carries on by itself: new settles land on the new primary
@@ -151,8 +162,10 @@ def run_through_failover(url: str, queue: str, executor: str, *,
         consumer_conn.close()
     assert not crashed, crashed
     try:
-        return account(producer_conn, queue, producer.added, acks,
-                       consumer.durable_shortfalls, after)
+        report = account(producer_conn, queue, producer.added, acks,
+                         consumer.durable_shortfalls, after)
+        report.shortfalls_at_kill = shortfalls_at_kill
+        return report
     finally:
         producer_conn.close()
 
@@ -186,7 +199,7 @@ def account(conn: echomq.Connection, queue: str, added: list[str],
     report = FailoverReport(
         added=len(added), completed=completed, lost_adds=lost_adds, in_flight=in_flight,
         acked_settles=sum(acks.values()), lost_acks=lost_acks, unacked_completions=unacked,
-        shortfalls=shortfalls, processed_after_failover=after)
+        shortfalls=shortfalls, shortfalls_at_kill=0, processed_after_failover=after)
     # the account is exact: every job in one class, every acknowledgment kept or lost
     assert completed + lost_adds + in_flight == len(added)
     assert report.acked_settles == lost_acks + (completed - unacked)
