@@ -6,7 +6,9 @@ completion and cancellation plus one ``fail`` call per failure, all in ONE
 pipeline. It runs beside the claim loop, so claiming and settling overlap.
 A server that does not answer (lost, timed out) is retried with backoff; any
 other exception ends the thread through ``on_crash``, never silently. A settled
-job is let go of through the Consumer's ``Held`` ledger.
+job is let go of through the Consumer's ``Held`` ledger. In durable mode
+(``durable_replicas``) each round trip ends with ``WAIT`` on its own connection and a
+replica that does not acknowledge in time is logged and counted, never waited on for ever.
 """
 
 from __future__ import annotations
