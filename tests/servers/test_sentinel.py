@@ -7,9 +7,11 @@ import logging
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
+from redis.sentinel import SentinelManagedSSLConnection
 
 import echomq
 from echomq.queue.connection import EXECUTORS
@@ -160,3 +162,18 @@ def test_settles_the_replica_never_saw_are_lost_and_durable_mode_counts_them(
     if durable:
         # every loss was reported before the primary died
         assert 0 < report.lost_acks <= report.shortfalls_at_kill
+
+
+def test_rediss_sentinel_speaks_tls_to_the_sentinels_and_the_primary() -> None:
+    conn = echomq.connect("rediss+sentinel://127.0.0.1:1,127.0.0.1:2/svc/2"
+                          "?ssl_ca_certs=/etc/ca.pem&ssl_cert_reqs=required", check=False)
+    try:
+        pool: Any = conn.redis.connection_pool
+        assert pool.connection_class is SentinelManagedSSLConnection
+        assert pool.connection_kwargs["db"] == 2
+        assert pool.connection_kwargs["ssl_ca_certs"] == "/etc/ca.pem"
+        watchers: Any = conn.redis
+        for client in watchers.watchers.sentinels:
+            assert client.connection_pool.connection_class is redis.SSLConnection
+    finally:
+        conn.close()

@@ -3,7 +3,7 @@
 A replica told to replicate from the link's port reaches its primary through it. While
 ``held``, bytes are read from both sides but not passed on (a partition: the primary
 goes on acknowledging writes its replica never sees); ``cut`` closes everything and
-drops what was held, as a dead machine would.
+drops what was held, as a dead machine would. ``delay_s`` makes it a slow network.
 """
 
 from __future__ import annotations
@@ -11,13 +11,16 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 
 
 class Link:
     """Forwards every connection made to :attr:`port` on to ``upstream``."""
 
-    def __init__(self, upstream: tuple[str, int]) -> None:
+    def __init__(self, upstream: tuple[str, int], delay_s: float = 0.0) -> None:
         self.upstream = upstream
+        self.delay_s = delay_s
+        """How long each chunk waits before it is passed on (a slow network)."""
         self.held = threading.Event()
         self.held_bytes = 0
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -78,6 +81,8 @@ class Link:
             if self.held.is_set():
                 self.held_bytes += len(data)
                 continue
+            if self.delay_s:
+                time.sleep(self.delay_s)
             try:
                 sink.sendall(data)
             except OSError:
