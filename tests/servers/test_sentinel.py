@@ -16,6 +16,7 @@ from redis.sentinel import SentinelManagedSSLConnection
 import echomq
 from echomq.queue.connection import EXECUTORS
 from echomq.servers.sentinel import LocalSentinel
+from tests.support.consumers import run_until
 from tests.support.failover import run_through_failover
 from tests.support.links import Link
 
@@ -176,4 +177,36 @@ def test_rediss_sentinel_speaks_tls_to_the_sentinels_and_the_primary() -> None:
         for client in watchers.watchers.sentinels:
             assert client.connection_pool.connection_class is redis.SSLConnection
     finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_primary_without_the_scripts_or_the_library_gets_them_again(
+        sentinel: LocalSentinel, executor: str) -> None:
+    """What a new primary that never had them looks like (one restored from a snapshot
+    without its functions, say): the executors load them on NOSCRIPT / "function not
+    found" and the call goes through, alone or in a settle pipeline."""
+    conn = echomq.connect(sentinel.url, executor)  # type: ignore[arg-type]
+    queue = f"reload-{uuid.uuid4().hex[:8]}"
+    primary = sentinel.primary()
+    assert primary is not None
+    admin = redis.Redis(host=primary.host, port=primary.port, decode_responses=True)
+    try:
+        echomq.add_many(conn, queue, [{"n": i} for i in range(4)])
+        admin.script_flush()
+        admin.function_flush()
+        [job, *_] = echomq.claim(conn, queue, 30_000, 1)  # one call: loaded, sent again
+        admin.script_flush()
+        admin.function_flush()
+        echomq.complete(conn, queue, job.id, job.token, "ok")
+        admin.script_flush()
+        admin.function_flush()
+        # a Consumer's settle pipeline, with the durable WAIT at its end
+        run_until(conn, queue, lambda job: "ok",
+                  lambda: echomq.counts(conn, queue).completed == 4, durable_replicas=1)
+        if executor == "functions":
+            assert [dict(zip(lib[::2], lib[1::2], strict=True))["library_name"]
+                    for lib in admin.function_list()] == ["echomq"]
+    finally:
+        admin.close()
         conn.close()
