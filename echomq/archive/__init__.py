@@ -10,8 +10,15 @@ from echomq.archive.compact import COMPACT_CRASH_POINTS, CompactReport, compact
 from echomq.archive.driver import CRASH_POINTS, Driver, FoldReport, fold_declared
 from echomq.archive.entries import ArchivedEntry, Outcome, QuarantinedEntry
 from echomq.archive.floor import Audit, Floor, FloorStatus, Gap
+from echomq.archive.prune import (
+    PRUNE_CRASH_POINTS,
+    PruneReport,
+    keep_of,
+    prune,
+    prune_declared,
+    set_keep,
+)
 from echomq.archive.remote import Manifest, Remote, S3Remote
-from echomq.archive.prune import PRUNE_CRASH_POINTS, PruneReport, keep_of, prune, set_keep
 from echomq.archive.replay import replay
 from echomq.archive.restore import QueueReport, plan, restore, verify
 from echomq.errors import (
@@ -90,6 +97,7 @@ __all__ = [
     "keep_of",
     "plan",
     "prune",
+    "prune_declared",
     "record_address",
     "records_payload",
     "replay",

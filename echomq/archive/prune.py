@@ -16,6 +16,7 @@ pruned with it, so both forget exactly the same slices.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -28,10 +29,12 @@ from echomq.archive.manifest import Base, Manifest, Pruned, without_packs_before
 from echomq.archive.remote import Remote
 from echomq.archive.report import ArchiveReport
 from echomq.archive.slices import ZERO_ID
-from echomq.errors import InvalidArgument
+from echomq.errors import ArchiveError, InvalidArgument
 from echomq.queue.connection import Connection
+from echomq.queue.declared import declared_queues
 from echomq.queue.validate import positive_int
 
+log = logging.getLogger(__name__)
 KEEP_FIELD = "archive_keep"
 """The queue's meta hash field holding its archive retention, in ms."""
 PRUNE_CRASH_POINTS = ("after_manifest", "after_delete")
@@ -50,6 +53,7 @@ class PruneReport(ArchiveReport):
     floor_slices: int = 0
     floor_entries: int = 0
     floor_quarantined: int = 0
+    error: str | None = None
 
 
 def set_keep(conn: Connection, queue: str, keep_ms: int | None) -> None:
@@ -114,6 +118,24 @@ def prune(conn: Connection, queue: str, *, floor: Floor | str | os.PathLike[str]
         if opened is not None and opened is not floor:
             opened.close()
     return report
+
+
+def prune_declared(conn: Connection, floor: Floor | str | os.PathLike[str] | None = None,
+                   remote: Remote | None = None, *, wait_ms: int = 5_000
+                   ) -> dict[str, PruneReport]:
+    """Prune every declared queue that has a policy (the scheduler's job, beside the
+    fold). A queue that fails is reported with ``error`` set (and logged) and the others
+    are still pruned."""
+    reports: dict[str, PruneReport] = {}
+    for queue in declared_queues(conn):
+        if keep_of(conn, queue) is None:
+            continue
+        try:
+            reports[queue] = prune(conn, queue, floor=floor, remote=remote, wait_ms=wait_ms)
+        except ArchiveError as exc:
+            log.warning("archive prune of %r failed: %s", queue, exc)
+            reports[queue] = PruneReport(queue, error=repr(exc))
+    return reports
 
 
 def _older(last: str, cutoff: int) -> bool:

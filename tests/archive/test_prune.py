@@ -4,25 +4,34 @@ and verify, restore and point-in-time restore still pass from the recorded point
 
 from __future__ import annotations
 
+import json
+import time
+from functools import partial
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from echomq.archive import (
     PRUNE_CRASH_POINTS,
     Driver,
     Floor,
     S3Remote,
+    declare,
     keep_of,
     prune,
+    prune_declared,
     restore,
     set_keep,
     verify,
 )
 from echomq.archive.fold_lease import FoldLease
+from echomq.archive.seaweed import SeaweedS3
+from echomq.cli.archive import archive_cli
 from echomq.errors import InvalidArgument, LeaseHeld
+from echomq.jobs.scheduler import BatchScheduler
 from tests.support.aged import DAY_MS, add_aged
-from tests.support.archive import floor_ids, folded_ids
+from tests.support.archive import bucket_name, floor_ids, folded_ids
 from tests.support.recorder import Recorder
 
 KEEP = 400 * DAY_MS
@@ -177,8 +186,59 @@ def test_what_prune_refuses(rec: Recorder, remote: S3Remote, floor_path: Path) -
         prune(rec.conn, rec.queue, keep=KEEP)
     with pytest.raises(InvalidArgument, match="uploads"):  # it would forget other slices
         prune(rec.conn, rec.queue, floor=floor_path, keep=KEEP)
-    with FoldLease(rec.conn.redis, rec.queue, 10_000, prefix=rec.conn.prefix):
-        with pytest.raises(LeaseHeld):  # a fold (or a compaction) is running
-            prune(rec.conn, rec.queue, floor=floor_path, remote=remote, keep=KEEP)
+    with FoldLease(rec.conn.redis, rec.queue, 10_000, prefix=rec.conn.prefix), \
+            pytest.raises(LeaseHeld):  # a fold (or a compaction) is running
+        prune(rec.conn, rec.queue, floor=floor_path, remote=remote, keep=KEEP)
     with Floor(floor_path) as floor:
         assert len(floor_ids(floor, rec.queue)) == 60  # nothing was dropped
+
+
+def test_the_command_line(rec: Recorder, server_url: str, seaweed: SeaweedS3,
+                          floor_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    remote = seaweed.remote(bucket_name(), "archive/")
+    dropped, straddling, recent = three_ages(rec, floor_path, remote)
+    for name, value in {"EMQ_S3_BUCKET": remote.bucket, "EMQ_S3_PREFIX": "archive/",
+                        "EMQ_S3_ENDPOINT_URL": seaweed.endpoint_url,
+                        "EMQ_S3_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": seaweed.access_key,
+                        "AWS_SECRET_ACCESS_KEY": seaweed.secret_key, "EMQ_URL": server_url,
+                        "EMQ_FLOOR": str(floor_path)}.items():
+        monkeypatch.setenv(name, value)
+    code, out = invoke("prune", rec.queue)
+    assert code == 1 and "no archive retention policy" in out
+    code, out = invoke("prune", "--keep", "400", rec.queue)
+    assert code == 2 and "not a duration" in out
+    code, out = invoke("prune", "--keep", "400d", "--save", rec.queue, "--json")
+    assert code == 0, out
+    [row] = json.loads(out)
+    assert (row["slices"], row["entries"], row["through"], row["policy"]) == (
+        4, 40, dropped[-1], "keep=400d")
+    assert keep_of(rec.conn, rec.queue) == KEEP
+    code, out = invoke("prune", rec.queue)  # the stored policy; nothing more to drop
+    assert code == 0 and "0 slices, 0 entries dropped" in out
+    with Floor(floor_path) as floor:
+        assert floor_ids(floor, rec.queue) == straddling + recent
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(archive_cli, list(args))
+    return result.exit_code, result.output
+
+
+def test_the_scheduler_applies_each_declared_queues_policy(
+        rec: Recorder, remote: S3Remote, floor_path: Path) -> None:
+    dropped, straddling, recent = three_ages(rec, floor_path, remote)
+    other = Recorder(rec.conn, rec.queue + "-nopolicy")
+    declare(rec.conn, other.queue)
+    add_aged(other, 500, 10)
+    fold(other, floor_path, remote)
+    set_keep(rec.conn, rec.queue, KEEP)
+    with Floor(floor_path) as floor:
+        batch = BatchScheduler(rec.conn)
+        batch.add_fold(partial(prune_declared, rec.conn, floor, remote), interval_ms=60_000,
+                       name="prune")
+        with batch:
+            deadline = time.monotonic() + 10
+            while len(floor_ids(floor, rec.queue)) != 20 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        assert floor_ids(floor, rec.queue) == straddling + recent
+        assert len(floor_ids(floor, other.queue)) == 10  # no policy: kept forever
