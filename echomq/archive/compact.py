@@ -74,14 +74,14 @@ def compact(conn: Connection, remote: Remote, queue: str, *,
             return report
         objects = manifest.objects()
         report.objects_before = report.objects_after = len(objects)
-        report.deleted += _delete_stale(remote, manifest, objects)
+        report.deleted += _delete_stale(remote, manifest, objects, lease.renew)
         runs = _runs(objects, remote.slice_sizes(queue), target_bytes)
         if not runs:
             return report
         packs: list[tuple[Pack, list[Obj]]] = []
         for run in runs:
             lease.renew()
-            pack = build_pack(_verified(remote, manifest, run), level)
+            pack = build_pack(_verified(remote, manifest, run, lease.renew), level)
             remote.put_slice(pack)
             remote.confirm_slice(pack.meta)
             packs.append((Pack(pack.meta.first, pack.meta.last, pack.meta.digest), run))
@@ -99,6 +99,7 @@ def compact(conn: Connection, remote: Remote, queue: str, *,
         for _, run in packs:
             lease.renew()
             for ref, _, _ in run:
+                lease.renew()
                 remote.delete_slice(ref)
                 report.deleted += 1
                 at("during_delete")
@@ -108,7 +109,8 @@ def compact(conn: Connection, remote: Remote, queue: str, *,
     return report
 
 
-def _delete_stale(remote: Remote, manifest: Manifest, objects: list[Obj]) -> int:
+def _delete_stale(remote: Remote, manifest: Manifest, objects: list[Obj],
+                  renew: Callable[[], None]) -> int:
     """Delete objects at or below the head that the chain does not use: what an
     interrupted compaction (or prune) left. Nothing after the head is touched (a fold's
     next slice may be there, waiting for its manifest)."""
@@ -116,6 +118,7 @@ def _delete_stale(remote: Remote, manifest: Manifest, objects: list[Obj]) -> int
     stale = [r for r in remote.list_slices(manifest.queue)
              if r not in used and not id_lt(manifest.head, r.last)]
     for ref in stale:
+        renew()
         remote.delete_slice(ref)
     return len(stale)
 
@@ -137,13 +140,16 @@ def _runs(objects: list[Obj], sizes: dict[str, int], target: int) -> list[list[O
     return [r for r in runs if len(r) > 1]
 
 
-def _verified(remote: Remote, manifest: Manifest, run: list[Obj]) -> list[SliceContent]:
+def _verified(remote: Remote, manifest: Manifest, run: list[Obj],
+              renew: Callable[[], None]) -> list[SliceContent]:
     """The slices of ``run``, each checked against the manifest's digest and chained to
-    the one before (a pack split back into its slices first)."""
+    the one before (a pack split back into its slices first). The lease is renewed as
+    each object is read: a run of thousands of tiny objects outlasts one lease."""
     digests = {link[1]: link[2] for link in manifest.chain}
     digests[manifest.base.through] = manifest.base.digest or GENESIS
     out: list[SliceContent] = []
     for ref, links, pack in run:
+        renew()
         content = remote.get_slice(ref)
         where = remote.address(ref.name)
         if pack is not None and content.meta.digest != pack:

@@ -148,11 +148,12 @@ def _prune(queue: str, floor: Floor | None, remote: Remote | None, report: Prune
         manifest = remote.read_manifest(queue)
         base = manifest.base if manifest is not None else Base()
         if manifest is not None:
-            base = _prune_manifest(remote, manifest, report).base
+            base = _prune_manifest(remote, manifest, report, lease.renew).base
             at("after_manifest")
         lease.renew()
         for ref in remote.list_slices(queue):  # the dropped objects, and any a crash left
             if not id_lt(base.through, ref.last):
+                lease.renew()  # thousands of objects outlast one lease
                 remote.delete_slice(ref)
                 report.deleted += 1
         at("after_delete")
@@ -171,7 +172,8 @@ def _prune(queue: str, floor: Floor | None, remote: Remote | None, report: Prune
             floor.drop_through(queue, through, digest=digest))
 
 
-def _prune_manifest(remote: Remote, manifest: Manifest, report: PruneReport) -> Manifest:
+def _prune_manifest(remote: Remote, manifest: Manifest, report: PruneReport,
+                    renew: Callable[[], None]) -> Manifest:
     """Switch the manifest to start after the objects wholly older than the cutoff."""
     objects = manifest.objects()
     gone = 0
@@ -181,7 +183,10 @@ def _prune_manifest(remote: Remote, manifest: Manifest, report: PruneReport) -> 
     if not gone:
         return manifest
     dropped = [link for _, links, _ in objects[:gone] for link in links]
-    entries = sum(remote.slice_count(ref) for ref, _, _ in objects[:gone])
+    entries = 0
+    for ref, _, _ in objects[:gone]:
+        renew()
+        entries += remote.slice_count(ref)
     through, digest = dropped[-1][1], dropped[-1][2]
     kept = manifest.chain[len(dropped):]
     record = Pruned(dropped[0][0], through, len(dropped), entries, digest,
