@@ -18,8 +18,11 @@ confirming it). The fold lease keeps folds and prunes out while it runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from itertools import islice
 
 from echomq.archive.entries import id_lt, parse_stream_id
 from echomq.archive.fold_lease import FoldLease
@@ -37,6 +40,7 @@ COMPACT_CRASH_POINTS = ("after_pack_put", "before_manifest", "after_manifest",
 """Where ``hook(name)`` is called; tests kill a compaction at each to prove the bucket
 restores exactly and a rerun completes it."""
 DEFAULT_TARGET_BYTES = 8 * 1024 * 1024
+FETCHERS = 8
 
 Obj = tuple[SliceRef, tuple[Link, ...], str | None]
 
@@ -98,11 +102,9 @@ def compact(conn: Connection, remote: Remote, queue: str, *,
         report.objects_after = len(written.objects())
         for _, run in packs:
             lease.renew()
-            for ref, _, _ in run:
-                lease.renew()
-                remote.delete_slice(ref)
-                report.deleted += 1
-                at("during_delete")
+            remote.delete_slices([ref for ref, _, _ in run])
+            report.deleted += len(run)
+            at("during_delete")
         at("after_delete")
     finally:
         lease.release()
@@ -117,9 +119,9 @@ def _delete_stale(remote: Remote, manifest: Manifest, objects: list[Obj],
     used = {o[0] for o in objects}
     stale = [r for r in remote.list_slices(manifest.queue)
              if r not in used and not id_lt(manifest.head, r.last)]
-    for ref in stale:
+    if stale:
         renew()
-        remote.delete_slice(ref)
+        remote.delete_slices(stale)
     return len(stale)
 
 
@@ -148,9 +150,7 @@ def _verified(remote: Remote, manifest: Manifest, run: list[Obj],
     digests = {link[1]: link[2] for link in manifest.chain}
     digests[manifest.base.through] = manifest.base.digest or GENESIS
     out: list[SliceContent] = []
-    for ref, links, pack in run:
-        renew()
-        content = remote.get_slice(ref)
+    for (ref, links, pack), content in _fetched(remote, run, renew):
         where = remote.address(ref.name)
         if pack is not None and content.meta.digest != pack:
             raise ChainBroken(f"{where}: the pack's digest is {content.meta.digest}, the "
@@ -163,6 +163,24 @@ def _verified(remote: Remote, manifest: Manifest, run: list[Obj],
                                   "the manifest recorded: refusing to compact (run verify)")
         out.extend(parts)
     return out
+
+
+def _fetched(remote: Remote, run: list[Obj], renew: Callable[[], None]
+             ) -> Iterator[tuple[Obj, SliceContent]]:
+    """Each object of ``run`` with its content, in order, ``FETCHERS`` reads ahead (the
+    store's latency, not the merge, is what a run of tiny objects costs)."""
+    with ThreadPoolExecutor(max_workers=FETCHERS, thread_name_prefix="emq-compact") as pool:
+        ahead: deque[tuple[Obj, Future[SliceContent]]] = deque()
+        todo = iter(run)
+        for obj in islice(todo, FETCHERS):
+            ahead.append((obj, pool.submit(remote.get_slice, obj[0])))
+        while ahead:
+            obj, future = ahead.popleft()
+            nxt = next(todo, None)
+            if nxt is not None:
+                ahead.append((nxt, pool.submit(remote.get_slice, nxt[0])))
+            renew()
+            yield obj, future.result()
 
 
 def _with_packs(manifest: Manifest, new: list[Pack]) -> Manifest:

@@ -92,6 +92,9 @@ class Remote(Protocol):
     def delete_slice(self, ref: SliceRef) -> None:
         """Delete a slice object no manifest points at any more (absent is fine)."""
 
+    def delete_slices(self, refs: list[SliceRef]) -> None:
+        """Delete many such objects, in as few requests as the store allows."""
+
     def slice_count(self, ref: SliceRef) -> int:
         """How many entries a stored slice holds, from its metadata (one HEAD)."""
 
@@ -362,6 +365,21 @@ class S3Remote:
         except bex.ClientError as exc:
             if self._status(exc) != 404:
                 raise self._refused(f"delete {self.address(ref.name)}", exc) from exc
+
+    def delete_slices(self, refs: list[SliceRef]) -> None:
+        for start in range(0, len(refs), 1000):  # S3's DeleteObjects takes up to 1,000 keys
+            chunk = refs[start:start + 1000]
+            what = f"delete {len(chunk)} objects under {self.address(chunk[0].queue + '/')}"
+            try:
+                reply = self._call(what, self.client.delete_objects, Bucket=self.bucket,
+                                   Delete={"Objects": [{"Key": self.prefix + r.name}
+                                                       for r in chunk], "Quiet": True})
+            except bex.ClientError as exc:
+                raise self._refused(what, exc) from exc
+            failed = [e for e in reply.get("Errors", []) if e.get("Code") != "NoSuchKey"]
+            if failed:
+                raise RemoteRefused(f"{what} refused by {self!r}: {failed[0].get('Key')}: "
+                                    f"{failed[0].get('Code')} {failed[0].get('Message')}")
 
     def slice_count(self, ref: SliceRef) -> int:
         head = self._head(self.prefix + ref.name)
