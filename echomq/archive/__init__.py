@@ -1,12 +1,23 @@
 """The archive: declared outcome streams folded into an LMDB floor and object storage.
 
 ``declare`` a queue, run a :class:`Driver` (``fold``) on a schedule, read audits from the
-:class:`Floor`, and ``restore`` a floor on a fresh machine from the remote alone.
+:class:`Floor`, and ``restore`` a floor on a fresh machine from the remote alone;
+``prune`` forgets what is older than a queue's retention (``set_keep``) and ``compact``
+merges small slice objects into packs.
 """
 
+from echomq.archive.compact import COMPACT_CRASH_POINTS, CompactReport, compact
 from echomq.archive.driver import CRASH_POINTS, Driver, FoldReport, fold_declared
 from echomq.archive.entries import ArchivedEntry, Outcome, QuarantinedEntry
 from echomq.archive.floor import Audit, Floor, FloorStatus, Gap
+from echomq.archive.prune import (
+    PRUNE_CRASH_POINTS,
+    PruneReport,
+    keep_of,
+    prune,
+    prune_declared,
+    set_keep,
+)
 from echomq.archive.remote import Manifest, Remote, S3Remote
 from echomq.archive.replay import replay
 from echomq.archive.restore import QueueReport, plan, restore, verify
@@ -41,10 +52,13 @@ from echomq.queue.declared import (
 )
 
 __all__ = [
+    "COMPACT_CRASH_POINTS",
     "CRASH_POINTS",
+    "PRUNE_CRASH_POINTS",
     "ArchivedEntry",
     "Audit",
     "ChainBroken",
+    "CompactReport",
     "Driver",
     "Floor",
     "FloorError",
@@ -63,6 +77,7 @@ __all__ = [
     "NotDeclared",
     "Outcome",
     "PayloadNotRecorded",
+    "PruneReport",
     "QuarantinedEntry",
     "QueueReport",
     "Remote",
@@ -74,15 +89,20 @@ __all__ = [
     "StreamRewound",
     "UploadUnconfirmed",
     "archive_of_record",
+    "compact",
     "declare",
     "declared_queues",
     "fold_declared",
     "is_declared",
+    "keep_of",
     "plan",
+    "prune",
+    "prune_declared",
     "record_address",
     "records_payload",
     "replay",
     "restore",
+    "set_keep",
     "undeclare",
     "verify",
 ]

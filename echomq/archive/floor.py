@@ -43,7 +43,7 @@ from echomq.archive.floor_gaps import GapBaseline as GapBaseline
 from echomq.archive.floor_gaps import GapLedger, _gap
 from echomq.archive.floor_state import _qk
 from echomq.archive.lmdbstore import Dbs, FloorError, FloorFull, Txn
-from echomq.archive.slices import RawItem, SliceContent, SliceMeta, build_slice
+from echomq.archive.slices import ZERO_ID, RawItem, SliceContent, SliceMeta, build_slice
 from echomq.errors import ChecksumMismatch
 from echomq.errors import FloorGap as FloorGap
 from echomq.queue.keys import names_ok
@@ -207,6 +207,70 @@ class Floor(GapLedger, DigestChain, FloorFormat):
             return added["entries"], added["quarantine"]
 
         return self._write(txn_fn)
+
+    def drop_through(self, queue: str, through: str, *, digest: str = "",
+                     accounted: int | None = None, batch: int = 20_000
+                     ) -> tuple[int, int, int]:
+        """Forget ``queue``'s slices that end at or before ``through`` (a slice boundary):
+        their entries, index rows, quarantine and records; returns (slices, entries,
+        quarantined) forgotten. ``digest`` is the last dropped slice's, what the next slice
+        chains from. A floor behind ``through`` starts there: its checkpoint moves up, and
+        its accounted count becomes ``accounted`` (unknown when None). Entries go in
+        batches of ``batch`` per transaction; a rerun finishes an interrupted drop."""
+        qk = _qk(queue)
+        hi = qk + id_key(through)
+        dropped = [0, 0]
+
+        def entries_fn(txn: Txn, dbs: Dbs) -> bool:
+            items: list[RawItem] = []
+            for name in ("entries", "quarantine"):
+                for key, line in self._scan(txn, dbs[name], qk):
+                    if key > hi or len(items) >= batch:
+                        break
+                    sid, fields = parse_line(line)
+                    items.append((sid, fields, line))
+            gone = {"entries": 0, "quarantine": 0}
+            for name, pairs in _index_rows(qk, items).items():
+                for key, _ in pairs:
+                    if txn.delete(key, db=dbs[name]) and name in gone:
+                        gone[name] += 1
+            state = self._state(txn, dbs, queue)
+            state["entries"] -= gone["entries"]
+            state["quarantined"] -= gone["quarantine"]
+            self._save(txn, dbs, queue, state)
+            dropped[0] += gone["entries"]
+            dropped[1] += gone["quarantine"]
+            return len(items) >= batch
+
+        while self._write(entries_fn):
+            pass
+
+        def records_fn(txn: Txn, dbs: Dbs) -> int:
+            state = self._state(txn, dbs, queue)
+            keys = [key for key, value in self._scan(txn, dbs["slices"], qk)
+                    if not id_lt(through, json.loads(value)["last"])]
+            for key in keys:
+                txn.delete(key, db=dbs["slices"])
+                if txn.delete(key, db=dbs["pending"]):
+                    state["pending"] -= 1
+            state["slices"] -= len(keys)
+            if id_lt(state["checkpoint"], through):
+                state["checkpoint"] = through
+                state["accounted"] = accounted
+            old = state.get("base") or {"through": ZERO_ID}
+            if not id_lt(through, old["through"]):
+                state["base"] = {"through": through, "digest": digest or old.get("digest", "")}
+            self._save(txn, dbs, queue, state)
+            return len(keys)
+
+        return self._write(records_fn), dropped[0], dropped[1]
+
+    def base(self, queue: str) -> tuple[str, str]:
+        """(through, digest) of what a prune forgot: the floor's history starts after it
+        (``0-0`` before any prune)."""
+        with self._read() as (txn, dbs):
+            found = self._state(txn, dbs, queue).get("base") or {}
+        return str(found.get("through", ZERO_ID)), str(found.get("digest", ""))
 
     def mark_uploaded(self, meta: SliceMeta, *, keep_digest: bool = False) -> None:
         """The slice is in the remote: drop its kept bytes and flag its record; with

@@ -56,8 +56,8 @@ class DigestChain(FloorState):
             found = cur.set_range(qk[:-1] + b"\x01")  # the first key after this queue's
             found = cur.prev() if found else cur.last()
             key = cast(bytes, cur.key()) if found else b""
-            if not key.startswith(qk):
-                return ""
+            if not key.startswith(qk):  # none left: a prune's base, else the genesis
+                return str((self._state(txn, dbs, queue).get("base") or {}).get("digest", ""))
             return str(json.loads(cast(bytes, cur.value())).get("digest", ""))
 
     def digest_before(self, meta: SliceMeta) -> str:
@@ -70,6 +70,7 @@ class DigestChain(FloorState):
             found = cur.set_range(qk + id_key(meta.first))
             found = cur.prev() if found else cur.last()
             if not found or not cast(bytes, cur.key()).startswith(qk):
-                return ""
+                base = self._state(txn, dbs, meta.queue).get("base") or {}
+                return str(base.get("digest", "")) if base.get("through") == meta.prev else ""
             record = json.loads(cast(bytes, cur.value()))
         return str(record.get("digest", "")) if record.get("last") == meta.prev else ""

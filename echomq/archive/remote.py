@@ -40,6 +40,7 @@ from echomq.archive.slices import (
 )
 from echomq.errors import (
     ChecksumMismatch,
+    MissingSlice,
     RemoteUnavailable,
 )
 from echomq.errors import ManifestConflict as ManifestConflict
@@ -83,6 +84,22 @@ class Remote(Protocol):
 
     def write_manifest(self, new: Manifest, expected: Manifest | None) -> Manifest:
         """Replace ``expected`` (None: create) by ``new``, forward only, atomically."""
+
+    def rewrite_manifest(self, new: Manifest, expected: Manifest) -> Manifest:
+        """Replace ``expected`` by ``new`` at the same head, atomically (a prune or a
+        compaction: the chain's start or its objects change, never its head)."""
+
+    def delete_slice(self, ref: SliceRef) -> None:
+        """Delete a slice object no manifest points at any more (absent is fine)."""
+
+    def delete_slices(self, refs: list[SliceRef]) -> None:
+        """Delete many such objects, in as few requests as the store allows."""
+
+    def slice_count(self, ref: SliceRef) -> int:
+        """How many entries a stored slice holds, from its metadata (one HEAD)."""
+
+    def slice_sizes(self, queue: str) -> dict[str, int]:
+        """The stored size in bytes of every slice object of ``queue``, by name."""
 
     def queues(self) -> list[str]:
         """Every queue with objects in this remote."""
@@ -341,6 +358,46 @@ class S3Remote:
                     refs.append(ref)
         return sorted(refs, key=SliceRef.sort_key)
 
+    def delete_slice(self, ref: SliceRef) -> None:
+        try:
+            self._call(f"delete {self.address(ref.name)}", self.client.delete_object,
+                       Bucket=self.bucket, Key=self.prefix + ref.name)
+        except bex.ClientError as exc:
+            if self._status(exc) != 404:
+                raise self._refused(f"delete {self.address(ref.name)}", exc) from exc
+
+    def delete_slices(self, refs: list[SliceRef]) -> None:
+        for start in range(0, len(refs), 1000):  # S3's DeleteObjects takes up to 1,000 keys
+            chunk = refs[start:start + 1000]
+            what = f"delete {len(chunk)} objects under {self.address(chunk[0].queue + '/')}"
+            try:
+                reply = self._call(what, self.client.delete_objects, Bucket=self.bucket,
+                                   Delete={"Objects": [{"Key": self.prefix + r.name}
+                                                       for r in chunk], "Quiet": True})
+            except bex.ClientError as exc:
+                raise self._refused(what, exc) from exc
+            failed = [e for e in reply.get("Errors", []) if e.get("Code") != "NoSuchKey"]
+            if failed:
+                raise RemoteRefused(f"{what} refused by {self!r}: {failed[0].get('Key')}: "
+                                    f"{failed[0].get('Code')} {failed[0].get('Message')}")
+
+    def slice_count(self, ref: SliceRef) -> int:
+        head = self._head(self.prefix + ref.name)
+        if head is None:
+            raise MissingSlice(f"{self.address(ref.name)} is missing")
+        try:
+            return int(head.get("Metadata", {})["count"])
+        except (KeyError, ValueError) as exc:
+            raise ChecksumMismatch(f"{self.address(ref.name)}: no entry count in its "
+                                   "metadata") from exc
+
+    def slice_sizes(self, queue: str) -> dict[str, int]:
+        sizes = {}
+        for page in self._list(f"{self.prefix}{queue}/slices/"):
+            for obj in page.get("Contents", []):
+                sizes[obj["Key"][len(self.prefix):]] = int(obj.get("Size", 0))
+        return sizes
+
     def queues(self) -> list[str]:
         names = []
         for page in self._list(self.prefix, "/"):
@@ -371,6 +428,18 @@ class S3Remote:
                 f"refusing to move the manifest of {new.queue!r} from {expected.head} "
                 f"to {new.head}: it only moves forward"
             )
+        return self._put_manifest(new, expected)
+
+    def rewrite_manifest(self, new: Manifest, expected: Manifest) -> Manifest:
+        if (new.queue, new.head) != (expected.queue, expected.head):
+            raise ManifestConflict(
+                f"refusing to rewrite the manifest of {expected.queue!r} at {expected.head} "
+                f"into one at {new.head}: a rewrite keeps the head"
+            )
+        return self._put_manifest(new, expected)
+
+    def _put_manifest(self, new: Manifest, expected: Manifest | None) -> Manifest:
+        """Put ``new`` only if the stored manifest is still ``expected`` (its ETag)."""
         key = self._manifest_key(new.queue)
         condition: dict[str, str] = (
             {"IfNoneMatch": "*"} if expected is None else {"IfMatch": expected.etag or "*"}

@@ -20,13 +20,15 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import islice
 from typing import TYPE_CHECKING
 
 from echomq.archive.entries import MAX_U64, id_lt, parse_stream_id, to_ms
 from echomq.archive.floor import Floor
+from echomq.archive.manifest import Base, Link, Manifest
+from echomq.archive.packs import split_pack
 from echomq.archive.quiet_gc import quiet_gc
 from echomq.archive.report import ArchiveReport
 from echomq.archive.slices import (
@@ -41,7 +43,7 @@ from echomq.errors import InvalidArgument, MissingSlice
 from echomq.errors import ManifestMissing as ManifestMissing
 
 if TYPE_CHECKING:
-    from echomq.archive.remote import Manifest, Remote
+    from echomq.archive.remote import Remote
 
 Tick = Callable[[int], None]
 PREFETCH = 2
@@ -49,10 +51,14 @@ PREFETCH = 2
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """The slices of one queue that form its contiguous history, in order.
+    """The objects of one queue that form its contiguous history, in order.
 
-    ``digests`` holds the digest each chain slice must have (from the manifest), empty
-    when the plan was rebuilt from the chain alone (``rebuilt``).
+    ``chain`` lists the objects to read; ``links`` the slices they hold (first, last and
+    the digest each must have, from the manifest) and ``digests`` those digests, both
+    empty when the plan was rebuilt from the chain of names alone (``rebuilt``).
+    ``parts`` says which slices each object holds (a compaction's pack holds many) and
+    ``packs`` each pack's own digest (None: a plain slice). ``base`` is where a pruned
+    chain starts.
     """
 
     queue: str
@@ -61,6 +67,10 @@ class Plan:
     orphans: tuple[SliceRef, ...] = ()
     digests: tuple[str, ...] = ()
     rebuilt: bool = False
+    links: tuple[Link, ...] = ()
+    parts: tuple[tuple[Link, ...], ...] = ()
+    packs: tuple[str | None, ...] = ()
+    base: Base = Base()
 
 
 @dataclass(slots=True)
@@ -73,23 +83,21 @@ class QueueReport(ArchiveReport):
     orphans: list[str] = field(default_factory=list)
     head_digest: str = GENESIS
     rebuilt: bool = False
+    objects: int = 0
+    pruned_through: str = ZERO_ID
 
 
 def plan(remote: Remote, queue: str, *, rebuild_manifest: bool = False,
          until: str | None = None) -> Plan:
-    """The chain of ``queue``'s slices from ``0-0`` as the manifest lists it;
-    ``MissingSlice`` if a listed slice is absent, ``ManifestMissing`` if there are slices
-    but no manifest (unless ``rebuild_manifest``: then the chain of names alone). With
-    ``until`` (a stream id) the manifest's chain ends at the slice holding it: what comes
-    after is neither required nor reported."""
+    """The chain of ``queue``'s slices from ``0-0`` (or from where a prune left it) as the
+    manifest lists it; ``MissingSlice`` if a listed object is absent, ``ManifestMissing``
+    if there are slices but no manifest (unless ``rebuild_manifest``: then the chain of
+    names alone). With ``until`` (a stream id) the chain ends at the object holding it:
+    what comes after is neither required nor reported."""
     refs = remote.list_slices(queue)
     manifest = remote.read_manifest(queue)
     if manifest is not None:
-        if until is not None:
-            refs = [r for r in refs if not id_lt(until, r.first)]
-            manifest = replace(manifest, chain=tuple(link for link in manifest.chain
-                                                     if not id_lt(until, link[0])))
-        return _manifest_plan(remote, queue, refs, manifest)
+        return _manifest_plan(remote, queue, refs, manifest, until)
     if refs and not rebuild_manifest:
         raise ManifestMissing(
             f"{queue}: {remote.address(queue + '/manifest.json')} is missing but "
@@ -100,30 +108,35 @@ def plan(remote: Remote, queue: str, *, rebuild_manifest: bool = False,
     return _name_plan(remote, queue, refs)
 
 
-def _manifest_plan(remote: Remote, queue: str, refs: list[SliceRef], manifest: Manifest
-                   ) -> Plan:
-    """Every slice the manifest lists must be there; anything else is an orphan."""
+def _manifest_plan(remote: Remote, queue: str, refs: list[SliceRef], manifest: Manifest,
+                   until: str | None = None) -> Plan:
+    """Every object the manifest lists must be there; anything else is an orphan."""
     present = set(refs)
-    chain: list[SliceRef] = []
-    prev = ZERO_ID
-    for number, (first, last, _) in enumerate(manifest.chain, 1):
-        ref = SliceRef(queue, first, last, prev)
+    objects = manifest.objects()
+    links = manifest.chain
+    if until is not None:
+        objects = [o for o in objects if not id_lt(until, o[0].first)]
+        links = tuple(link for link in links if not id_lt(until, link[0]))
+        refs = [r for r in refs if not id_lt(until, r.first)]
+    for number, (ref, _, _) in enumerate(objects, 1):
         if ref not in present:
-            later = [r for r in refs if id_lt(prev, r.first)]
+            later = [r for r in refs if id_lt(ref.prev, r.first)]
             listed = f"; the next one listed is {later[0].name}" if later else ""
             raise MissingSlice(
                 f"{queue}: {remote.address(ref.name)} is missing: the manifest lists it as "
-                f"slice {number} of {manifest.slices}, after {prev}{listed}"
+                f"slice {number} of {len(objects)}, after {ref.prev}{listed}"
             )
-        chain.append(ref)
-        prev = last
+    chain = tuple(o[0] for o in objects)
     on_chain = set(chain)
-    return Plan(queue, tuple(chain), manifest.head, tuple(r for r in refs if r not in on_chain),
-                tuple(link[2] for link in manifest.chain))
+    return Plan(queue, chain, manifest.head, tuple(r for r in refs if r not in on_chain),
+                tuple(link[2] for link in links), links=links,
+                parts=tuple(o[1] for o in objects), packs=tuple(o[2] for o in objects),
+                base=manifest.base)
 
 
 def _name_plan(remote: Remote, queue: str, refs: list[SliceRef]) -> Plan:
-    """The longest chain of ``prev`` links from ``0-0`` (no manifest to follow)."""
+    """The longest chain of ``prev`` links from ``0-0`` (no manifest to follow), or from
+    the oldest slice's ``prev`` when none follows ``0-0`` (a pruned queue)."""
     by_prev: dict[str, list[SliceRef]] = defaultdict(list)
     for ref in refs:
         by_prev[ref.prev].append(ref)
@@ -135,7 +148,9 @@ def _name_plan(remote: Remote, queue: str, refs: list[SliceRef]) -> Plan:
             best = max(best, reach.get(nxt, best))
         reach[ref] = best
     chain: list[SliceRef] = []
-    current = ZERO_ID
+    current = ZERO_ID if by_prev.get(ZERO_ID) or not refs else min(
+        (r.prev for r in refs), key=parse_stream_id)
+    start = current
     while by_prev.get(current):
         ref = max(by_prev[current], key=lambda r: (reach[r], r.sort_key()))
         chain.append(ref)
@@ -149,7 +164,8 @@ def _name_plan(remote: Remote, queue: str, refs: list[SliceRef]) -> Plan:
             f"{remote.address(queue + '/slices/')}: the next one listed, {beyond[0].name}, "
             f"follows {beyond[0].prev}"
         )
-    return Plan(queue, tuple(chain), current, orphans, rebuilt=True)
+    return Plan(queue, tuple(chain), current, orphans, rebuilt=True,
+                base=Base(start, "") if start != ZERO_ID else Base())
 
 
 class _Chain:
@@ -160,27 +176,34 @@ class _Chain:
                  until: str | None = None) -> None:
         self.remote = remote
         self.plan = the_plan
-        self.expected: dict[str, str] = dict(zip((r.first for r in the_plan.chain),
+        self.expected: dict[str, str] = dict(zip((link[0] for link in the_plan.links),
                                                  the_plan.digests, strict=False))
+        self.by_last: dict[str, str] = {link[1]: link[2] for link in the_plan.links}
+        self.by_last[ZERO_ID] = GENESIS
+        if the_plan.base.through != ZERO_ID and (the_plan.base.digest or not the_plan.rebuilt):
+            self.by_last[the_plan.base.through] = the_plan.base.digest
         self.seen: list[str] = []
         if floor is not None:
             self._against_floor(floor, until)
 
     def _against_floor(self, floor: Floor, until: str | None) -> None:
         """Every slice this floor uploaded or restored must be on the chain, same digest
-        (up to ``until``, where a point-in-time plan ends)."""
-        chain = {(r.first, r.last): r for r in self.plan.chain}
+        (up to ``until``, where a point-in-time plan ends; from the base on, where a prune
+        the floor has not applied yet ends the chain)."""
+        chain = ({(link[0], link[1]) for link in self.plan.links} if self.plan.links
+                 else {(r.first, r.last) for r in self.plan.chain})  # a plan of names alone
         for meta in floor.uploaded_slices(self.plan.queue):
             if until is not None and id_lt(until, meta.first):
                 break
-            ref = chain.get((meta.first, meta.last))
-            if ref is None and id_lt(self.plan.head, meta.last):
+            if not id_lt(self.plan.base.through, meta.last):
+                continue  # dropped by a prune of the bucket
+            if (meta.first, meta.last) not in chain and id_lt(self.plan.head, meta.last):
                 raise MissingSlice(
                     f"{self.plan.queue}: the floor uploaded {self.remote.address(meta.name)} "
                     f"(through {meta.last}) but the bucket's chain ends at {self.plan.head}: "
                     "its newest history was removed"
                 )
-            if ref is None:
+            if (meta.first, meta.last) not in chain:
                 raise ChainBroken(
                     f"{self.remote.address(meta.name)}: the floor uploaded this slice but the "
                     "bucket's chain does not hold it: the bucket's history was rewritten"
@@ -188,16 +211,25 @@ class _Chain:
             known = self.expected.setdefault(meta.first, meta.digest)
             if known != meta.digest:
                 raise ChainBroken(
-                    f"{self.remote.address(ref.name)}: the manifest records digest {known}, "
+                    f"{self.remote.address(meta.name)}: the manifest records digest {known}, "
                     f"but the floor uploaded {meta.digest}: the slice was rewritten"
                 )
 
     def prev_digest(self, index: int) -> str | None:
-        """The digest slice ``index`` must chain from (None: unknown, not checked)."""
-        if index == 0:
-            return GENESIS
-        before = self.plan.chain[index - 1]
-        return self.expected.get(before.first)
+        """The digest object ``index`` must chain from (None: unknown, not checked)."""
+        return self.by_last.get(self.plan.chain[index].prev) if self.plan.chain else None
+
+    def slices_of(self, index: int, content: SliceContent) -> list[SliceContent]:
+        """The slices object ``index`` holds: itself, or a pack split back into them."""
+        links = self.plan.parts[index] if self.plan.parts else ()
+        pack = self.plan.packs[index] if self.plan.packs else None
+        if pack is None:
+            return [content]
+        where = self.remote.address(content.meta.name)
+        if content.meta.digest != pack:
+            raise ChainBroken(f"{where}: the pack's digest is {content.meta.digest} but "
+                              f"{pack} was recorded when it was written: it was rewritten")
+        return split_pack(content, links, where)
 
     def check(self, content: SliceContent, prev_digest: str | None) -> str:
         """Raise :class:`ChainBroken` naming the slice unless it is the expected one."""
@@ -260,54 +292,79 @@ def pull(remote: Remote, floor: Floor, queue: str, tick: Tick | None = None, *,
     the_plan = plan(remote, queue, rebuild_manifest=rebuild_manifest, until=until)
     report = _report(the_plan)
     links = _Chain(remote, the_plan, floor, until)
+    _start_at_base(floor, the_plan, until)
     checkpoint = floor.checkpoint(queue)
     start = next((i for i, ref in enumerate(the_plan.chain) if id_lt(checkpoint, ref.last)),
                  len(the_plan.chain))
     todo = the_plan.chain[start:]
     if until is not None:
-        todo = tuple(ref for ref in todo if not id_lt(until, ref.first))
         report.head = min(the_plan.head, until, key=parse_stream_id)
     report.skipped = start
     if tick and report.skipped:
         tick(report.skipped)
-    prev_digest = links.prev_digest(start)
+    prev_digest = links.prev_digest(start) if start < len(the_plan.chain) else None
     with ThreadPoolExecutor(max_workers=PREFETCH, thread_name_prefix="emq-restore") as pool:
         pending: deque[Future[SliceContent]] = deque()
         refs = iter(todo)
         for ref in islice(refs, PREFETCH):
             pending.append(pool.submit(remote.get_slice, ref))
+        index = start
         while pending:
-            content = pending.popleft().result()
+            whole = pending.popleft().result()
             nxt = next(refs, None)
             if nxt is not None:
                 pending.append(pool.submit(remote.get_slice, nxt))
-            prev_digest = links.check(content, prev_digest)
-            kept: SliceContent | None = content
-            if until is not None and id_lt(until, content.meta.last):
-                kept = _cut(content, until)
-            with quiet_gc():
-                added = None if kept is None else floor.commit_slice(kept, uploaded=True)
-            if added is not None:
-                report.slices += 1
-                report.entries += added[0]
-                report.quarantined += added[1]
+            for content in links.slices_of(index, whole):
+                if until is not None and id_lt(until, content.meta.first):
+                    break
+                prev_digest = links.check(content, prev_digest)
+                kept: SliceContent | None = content
+                if until is not None and id_lt(until, content.meta.last):
+                    kept = _cut(content, until)
+                with quiet_gc():
+                    added = None if kept is None else floor.commit_slice(kept, uploaded=True)
+                if added is not None:
+                    report.slices += 1
+                    report.entries += added[0]
+                    report.quarantined += added[1]
+            index += 1
             if tick:
                 tick(1)
     report.head_digest = _head_digest(the_plan, links)
     return report.slices, report
 
 
+def _start_at_base(floor: Floor, the_plan: Plan, until: str | None) -> None:
+    """A floor behind a pruned chain's start forgets what the bucket forgot and starts
+    there (a fresh floor: everything dropped counts as accounted for the gap checks)."""
+    base = the_plan.base
+    if base.through == ZERO_ID:
+        return
+    if until is not None and id_lt(until, base.through):
+        raise InvalidArgument(
+            f"{the_plan.queue}: the archive was pruned through {base.through}; a point in "
+            f"time before it ({until}) is no longer held"
+        )
+    checkpoint = floor.checkpoint(the_plan.queue)
+    if id_lt(checkpoint, base.through):
+        floor.drop_through(the_plan.queue, base.through, digest=base.digest,
+                           accounted=base.entries if checkpoint == ZERO_ID else None)
+
+
 def _report(the_plan: Plan) -> QueueReport:
     return QueueReport(the_plan.queue, head=the_plan.head,
-                       orphans=[r.name for r in the_plan.orphans], rebuilt=the_plan.rebuilt)
+                       orphans=[r.name for r in the_plan.orphans], rebuilt=the_plan.rebuilt,
+                       objects=len(the_plan.chain), pruned_through=the_plan.base.through)
 
 
 def _head_digest(the_plan: Plan, links: _Chain) -> str:
     """The digest of the chain's newest slice, as read or as recorded."""
-    if not the_plan.chain:
-        return GENESIS
     if links.seen:
         return links.seen[-1]
+    if not the_plan.chain:
+        return the_plan.base.digest
+    if the_plan.links:
+        return the_plan.links[-1][2]
     return links.expected.get(the_plan.chain[-1].first, "")
 
 
@@ -320,12 +377,12 @@ def verify_queue(remote: Remote, queue: str, tick: Tick | None = None, *,
     the_plan = plan(remote, queue, rebuild_manifest=rebuild_manifest)
     report = _report(the_plan)
     links = _Chain(remote, the_plan, floor)
-    prev_digest: str | None = GENESIS
-    for ref in the_plan.chain:
-        content = remote.get_slice(ref)
-        prev_digest = links.check(content, prev_digest)
-        report.slices += 1
-        report.entries += content.meta.count
+    prev_digest = links.prev_digest(0)
+    for index, ref in enumerate(the_plan.chain):
+        for content in links.slices_of(index, remote.get_slice(ref)):
+            prev_digest = links.check(content, prev_digest)
+            report.slices += 1
+            report.entries += content.meta.count
         if tick:
             tick(1)
     report.head_digest = _head_digest(the_plan, links)

@@ -1,5 +1,5 @@
 """``emq archive ...``: fold, status, audit, show, restore, verify, ack-gap, replay, query,
-export (and declare).
+export, prune, compact (and declare).
 
 Every command takes the floor path and the remote's settings as options, each with an
 environment variable, so a deployment sets ``EMQ_FLOOR`` and ``EMQ_S3_*`` once. ``--json``
@@ -346,10 +346,11 @@ def ack_gap_cmd(queue: str, by: str | None, note: str, floor_path: str, as_json:
     _emit(as_json, [g.to_dict() for g in done], f"{queue}: acknowledged")
 
 
+from echomq.cli.archive_prune import compact_cmd, prune_cmd  # noqa: E402 (this group's)
 from echomq.cli.archive_query import export_cmd, query_cmd  # noqa: E402 (this group's)
 from echomq.cli.archive_replay import replay_cmd  # noqa: E402 (a command of this group)
 
-for _command in (replay_cmd, query_cmd, export_cmd):
+for _command in (replay_cmd, query_cmd, export_cmd, prune_cmd, compact_cmd):
     archive.add_command(_command)
 
 archive_cli = archive

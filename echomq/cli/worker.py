@@ -7,6 +7,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import click
@@ -87,12 +88,15 @@ def worker(ctx: click.Context, handler: str, queue: str, concurrency: int, lease
 @click.option("--retention/--no-retention", default=True, show_default=True,
               help="Apply every queue's retention policy (emq retention).")
 @click.option("--retention-interval-ms", default=60_000, show_default=True)
+@click.option("--prune-interval-ms", default=3_600_000, show_default=True,
+              help="With --fold: how often each declared queue's archive retention (emq "
+              "archive prune --keep ... --save) is applied to the floor and the bucket.")
 @remote_options
 @click.pass_context
 def scheduler(ctx: click.Context, queues: tuple[str, ...], interval_ms: int, max_stalled: int,
               cron: bool, cron_interval_ms: int, fold: bool, fold_interval_ms: int,
               floor: str, retention: bool, retention_interval_ms: int,
-              s3: RemoteSettings) -> None:
+              prune_interval_ms: int, s3: RemoteSettings) -> None:
     """Run the cron schedules, the stalled sweep, the archive fold and retention on
     APScheduler until interrupted. Refuses to start with nothing to schedule (--no-cron,
     --no-retention, no --queue, no --fold)."""
@@ -115,8 +119,12 @@ def scheduler(ctx: click.Context, queues: tuple[str, ...], interval_ms: int, max
 
         # One driver for the scheduler's life: its passes share one fold lease token, so a
         # pass cut short by a server failure does not lock the next ones out.
+        from echomq.archive.prune import prune_declared
+
         driver = Driver(conn, floor, s3.build())
         batch.add_fold(driver.fold_declared, interval_ms=fold_interval_ms)
+        batch.add_fold(partial(prune_declared, conn, driver.floor, driver.remote),
+                       interval_ms=prune_interval_ms, name="prune")
     done = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: done.set())
