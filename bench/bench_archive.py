@@ -5,6 +5,12 @@ rate with the local SeaweedFS S3 endpoint, the restore rate from it, the floor's
 entry, and Redis memory (INFO used_memory, MEMORY USAGE of the stream) before and after
 the trim. Everything runs on private servers it starts and stops itself.
 
+A raw LMDB baseline is measured in the same run: the very key/value pairs the fold wrote
+(read back from its floor), in the order the fold wrote them (stream order: every index
+key ends with the entry's 16-byte id), put into a fresh environment with plain
+``putmulti``, one transaction per slice. Each rate is also given as a ratio to it, which
+says more than the bare rate on a shared, loaded machine.
+
     python bench/bench_archive.py [--entries 200000] [--runs 3] [--slice-count 10000]
 """
 
@@ -18,6 +24,7 @@ import time
 import uuid
 from pathlib import Path
 
+import lmdb
 from rich.console import Console
 from rich.table import Table
 
@@ -54,6 +61,30 @@ def memory(conn: object, queue: str) -> tuple[int, int]:
     return int(r.info("memory")["used_memory"]), int(stream)
 
 
+def raw_lmdb_rate(floor: Floor, work: Path, entries: int, slices: int) -> float:
+    """Entries/s of bare LMDB writing what the fold wrote: every sub-database's pairs, in
+    ``slices`` transactions of equal shares, into a fresh environment."""
+    with floor.env.begin() as txn:
+        tables = {name: list(txn.cursor(db=db)) for name, db in floor._s.dbs.items()}
+    for name, pairs in tables.items():  # the fold's order: an index key ends with the id
+        if name.startswith("by_"):
+            pairs.sort(key=lambda pair: pair[0][-16:])
+    env = lmdb.open(str(work / f"raw-{uuid.uuid4().hex[:8]}"), map_size=1 << 30,
+                    max_dbs=len(tables))
+    dbs = {name: env.open_db(name.encode()) for name in tables}
+    chunks = {name: -(-len(pairs) // slices) or 1 for name, pairs in tables.items()}
+    started = time.perf_counter()
+    for n in range(slices):
+        with env.begin(write=True) as txn:
+            for name, pairs in tables.items():
+                part = pairs[n * chunks[name]:(n + 1) * chunks[name]]
+                if part:
+                    txn.cursor(db=dbs[name]).putmulti(part)
+    rate = entries / (time.perf_counter() - started)
+    env.close()
+    return rate
+
+
 def one_run(conn: object, work: Path, weed: SeaweedS3, entries: int, slice_count: int
             ) -> dict[str, float]:
     out: dict[str, float] = {}
@@ -67,6 +98,7 @@ def one_run(conn: object, work: Path, weed: SeaweedS3, entries: int, slice_count
         report = Driver(conn, floor, slice_count=slice_count).fold(queue)
         out["floor_rate"] = report.entries / (time.perf_counter() - started)
         out["floor_bytes_per_entry"] = floor.size_bytes() / report.entries
+        out["raw_rate"] = raw_lmdb_rate(floor, work, report.entries, report.slices)
     conn.redis.execute_command("MEMORY", "PURGE")  # type: ignore[attr-defined]
     out["used_after"], out["stream_after"] = memory(conn, queue)
 
@@ -108,13 +140,19 @@ def rows(entries: int = 200_000, runs: int = 3, slice_count: int = 10_000,
     def med(name: str) -> float:
         return statistics.median(r[name] for r in results)
 
+    def ratio(name: str) -> str:
+        return f"{statistics.median(r[name] / r['raw_rate'] for r in results):.2f}"
+
     label = f"archive ({entries:,} outcomes, slices of {slice_count:,})"
     return [
-        (f"{label}: fold, floor only (entries/s; target >= 100,000)",
-         f"{med('floor_rate'):,.0f}"),
-        (f"{label}: fold, floor + SeaweedFS S3 (entries/s; target >= 50,000)",
-         f"{med('s3_rate'):,.0f}"),
-        (f"{label}: restore from SeaweedFS S3 (entries/s)", f"{med('restore_rate'):,.0f}"),
+        (f"{label}: raw LMDB baseline, the fold's pairs, a txn per slice (entries/s)",
+         f"{med('raw_rate'):,.0f}"),
+        (f"{label}: fold, floor only (entries/s; target >= 150,000; ratio to raw LMDB)",
+         f"{med('floor_rate'):,.0f} ({ratio('floor_rate')})"),
+        (f"{label}: fold, floor + SeaweedFS S3 (entries/s; target >= 100,000; ratio)",
+         f"{med('s3_rate'):,.0f} ({ratio('s3_rate')})"),
+        (f"{label}: restore from SeaweedFS S3 (entries/s; ratio to raw LMDB)",
+         f"{med('restore_rate'):,.0f} ({ratio('restore_rate')})"),
         (f"{label}: floor size per entry (B)", f"{med('floor_bytes_per_entry'):,.0f}"),
         (f"{label}: Redis used_memory before / after trim (MiB)",
          f"{med('used_before') / 2**20:,.1f} / {med('used_after') / 2**20:,.1f}"),

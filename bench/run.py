@@ -20,6 +20,8 @@ SECTIONS = {
     "bulk": ("bench_bulk", "rows"),
     "metrics": ("bench_metrics", "rows"),
     "web": ("bench_web", "rows"),
+    "scale": ("bench_scale", "rows"),
+    "durable": ("bench_durable", "rows"),
 }
 """Every section: its module under bench/ and the function that yields (measure, value)."""
 

@@ -5,10 +5,13 @@ exclusive start), commit it to the floor with the checkpoint advance (one LMDB
 transaction), record that checkpoint in Redis as the queue's ``folded`` mark (fenced by the
 lease, never backwards: retention forgets a finished row only once its outcome entry is at
 or below it), upload it as one create-only object and advance the remote's manifest, and
-only then trim the stream up to the slice's last id. Trimming never passes what is in the
-floor and, with a remote, in the remote too. Each step is idempotent, so a crash anywhere
-(see ``CRASH_POINTS``) is repaired by the next fold: first it marks what the floor holds,
-uploads what the floor holds but the remote lacks, then trims what is safely in both.
+only then trim the stream up to the slice's last id. (With a remote, the upload of one
+slice runs on a worker thread while the next is read; that next slice is committed only
+after the upload stood, and then the uploaded slice is trimmed.) Trimming never passes
+what is in the floor and, with a remote, in the remote too. Each step is idempotent, so a
+crash anywhere (see ``CRASH_POINTS``) is repaired by the next fold: first it marks what the
+floor holds, uploads what the floor holds but the remote lacks, then trims what is safely
+in both.
 
 Two more guards stand before every trim. The stream is checked for entries lost after the
 floor's checkpoint (trimmed or deleted by someone else): such a fold stops with
@@ -24,14 +27,14 @@ their order.
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +43,8 @@ import redis
 from echomq.archive.entries import entry_line, id_after, id_lt
 from echomq.archive.floor import Floor, Gap
 from echomq.archive.fold_lease import FoldLease
+from echomq.archive.manifest import Manifest
+from echomq.archive.quiet_gc import quiet_gc
 from echomq.archive.remote import Remote
 from echomq.archive.report import ArchiveReport
 from echomq.archive.slices import ZERO_ID, RawItem, SliceContent, build_slice
@@ -74,20 +79,6 @@ CRASH_POINTS = ("after_floor_commit", "during_upload", "before_manifest", "after
 """Where ``hook(name)`` is called; tests kill the driver at each to prove convergence."""
 
 
-@contextmanager
-def _quiet_gc() -> Iterator[None]:
-    """No cyclic GC while one slice is in memory: tens of thousands of young, acyclic
-    objects would trigger collection passes that find nothing and cost a third of the
-    fold's time. Reference counting still frees everything; GC resumes after."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 @dataclass(slots=True)
 class FoldReport(ArchiveReport):
     """What one fold did. ``entries`` counts every new stream entry, quarantined included."""
@@ -108,6 +99,7 @@ class _Tally:
                                      "trimmed"), 0)
         self.started = time.perf_counter()
         self.trim_refused: str | None = None
+        self.trimmed_through: str | None = None
         self.record_checked = False
 
     def freeze(self, checkpoint: str, error: str | None = None) -> FoldReport:
@@ -208,26 +200,65 @@ class Driver(StreamChecks, UploadSteps):
 
     def _fold_slices(self, keys: Keys, queue: str, lease: FoldLease, tally: _Tally) -> None:
         """Repair what an earlier fold left (upload, trim), then fold slice by slice."""
-        end = self._stream_end(keys, queue)
-        self._mark(queue, lease, tally)  # repairs a mark an earlier fold did not record
-        manifest = self._sync(queue, lease, tally) if self.remote is not None else None
-        self._check_gap(keys, queue)
-        self._trim(queue, lease, tally)
+        try:
+            end = self._stream_end(keys, queue)
+            self._mark(queue, lease, tally)  # repairs a mark an earlier fold did not record
+            manifest = self._sync(queue, lease, tally) if self.remote is not None else None
+            self._check_gap(keys, queue)
+            self._trim(queue, lease, tally)
+            if self.remote is None:
+                self._fold_to_floor(keys, queue, end, lease, tally)
+            else:
+                with ThreadPoolExecutor(1, thread_name_prefix="emq-upload") as uploader:
+                    self._fold_and_upload(keys, queue, end, lease, tally, manifest, uploader)
+        finally:
+            if tally.trimmed_through is not None:  # for status only: once per fold
+                with suppress(ArchiveError):  # never mask the fold's own error
+                    self.floor.record_trim(queue, tally.trimmed_through)
+
+    def _fold_to_floor(self, keys: Keys, queue: str, end: str | None, lease: FoldLease,
+                       tally: _Tally) -> None:
+        """Per slice: read, commit to the floor, mark, trim."""
         while end is not None:
             checkpoint = self.floor.checkpoint(queue)
             if not id_lt(checkpoint, end):
                 break
             lease.renew()
-            with _quiet_gc():
+            with quiet_gc():
                 content = self._read_slice(keys, queue, checkpoint, end)
                 self._check_gap(keys, queue)  # after the read: it may have missed some
                 if content is None:
                     break
                 self._commit(content, tally)
             self._mark(queue, lease, tally)
-            if self.remote is not None:
-                manifest = self._upload(content, manifest, lease, tally)
             self._trim(queue, lease, tally)
+
+    def _fold_and_upload(self, keys: Keys, queue: str, end: str | None, lease: FoldLease,
+                         tally: _Tally, manifest: Manifest | None,
+                         uploader: ThreadPoolExecutor) -> None:
+        """Per slice: read, commit, mark, upload (manifest), trim; the upload of one slice
+        runs on ``uploader`` while the next slice is read and encoded. The next slice is
+        committed only once the upload before it stood (then that slice is trimmed), so a
+        failed upload leaves exactly one slice pending, as without the overlap."""
+        uploading: Future[Manifest | None] | None = None
+        while True:
+            checkpoint = self.floor.checkpoint(queue)
+            content = None
+            if end is not None and id_lt(checkpoint, end):
+                lease.renew()
+                with quiet_gc():
+                    content = self._read_slice(keys, queue, checkpoint, end)
+                    self._check_gap(keys, queue)  # after the read: it may have missed some
+            if uploading is not None:  # the slice before: uploaded and listed, so trimmed
+                manifest = uploading.result()
+                uploading = None
+                self._trim(queue, lease, tally)
+            if content is None:
+                return
+            with quiet_gc():
+                self._commit(content, tally)
+            self._mark(queue, lease, tally)
+            uploading = uploader.submit(self._upload, content, manifest, lease, tally)
 
     def fold_declared(self) -> dict[str, FoldReport]:
         """Fold every declared queue once; a queue that fails is reported with ``error``
@@ -315,7 +346,7 @@ class Driver(StreamChecks, UploadSteps):
         except NotArchiveOfRecord:
             self._refuse_trim(queue, tally, archive_of_record(self.conn, queue))
             return
-        self.floor.record_trim(queue, safe)
+        tally.trimmed_through = safe  # recorded in the floor once, as the fold ends
         self._at("after_trim")
 
     # -- the archive of record ------------------------------------------------------------

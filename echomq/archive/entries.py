@@ -207,20 +207,23 @@ def malformed_reason(fields: Mapping[str, str]) -> str | None:
     return None
 
 
-def index_terms(fields: Mapping[str, str]) -> tuple[str, str, int] | str:
+def index_terms(fields: Mapping[str, str], *, job_checked: bool = False
+                ) -> tuple[str, str, int] | str:
     """(job, outcome, at) for the floor's indexes, or why the entry is malformed.
 
     The fold's hot path: the common shape is accepted with a few C-level checks; anything
-    unusual gets the full rules of :func:`malformed_reason`.
+    unusual gets the full rules of :func:`malformed_reason`. ``job_checked``: the caller
+    already found the job id a valid name (a whole slice's at once, see ``names_ok``).
     """
     job, outcome, attempts, at = (fields.get("job"), fields.get("outcome"),
                                   fields.get("attempts"), fields.get("at"))
     if (outcome in _OUTCOMES and at and attempts and at.isdigit() and at.isascii()
             and len(at) < 20 and attempts.isdigit() and attempts.isascii() and job):
-        try:
-            check_name(job, "job id")
-        except InvalidKey as exc:
-            return str(exc)
+        if not job_checked:
+            try:
+                check_name(job, "job id")
+            except InvalidKey as exc:
+                return str(exc)
         return job, outcome, int(at)
     reason = malformed_reason(fields)
     if reason is not None:

@@ -13,6 +13,7 @@ Keys start with ``queue + NUL`` (queue names never contain control characters), 
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import os
 import struct
@@ -36,6 +37,7 @@ from echomq.archive.entries import (
     write_jsonl,
 )
 from echomq.archive.floor_chain import DigestChain
+from echomq.archive.floor_format import FloorFormat
 from echomq.archive.floor_gaps import Gap as Gap
 from echomq.archive.floor_gaps import GapBaseline as GapBaseline
 from echomq.archive.floor_gaps import GapLedger, _gap
@@ -44,13 +46,16 @@ from echomq.archive.lmdbstore import Dbs, FloorError, FloorFull, Txn
 from echomq.archive.slices import RawItem, SliceContent, SliceMeta, build_slice
 from echomq.errors import ChecksumMismatch
 from echomq.errors import FloorGap as FloorGap
+from echomq.queue.keys import names_ok
 
 if TYPE_CHECKING:
     from echomq.archive.history_sql import QueryResult
 
 DEFAULT_MAP_SIZE = 64 * 1024 * 1024
-_DBS = ("entries", "by_job", "by_outcome", "by_time", "quarantine", "slices", "pending",
-        "queues")
+_BY = {o.value: f"by_{o.value}" for o in Outcome}
+"""One time index per outcome (format 2): keys ``queue NUL, at, id``; a time query across
+outcomes merges them."""
+_DBS = ("entries", "by_job", *_BY.values(), "quarantine", "slices", "pending", "queues")
 
 
 _IDENTITY_KEY = b"\x00floor-id"  # in "queues": no queue name holds a NUL, none sorts first
@@ -89,34 +94,59 @@ def _u64(value: int) -> bytes:
     return _U64(value)
 
 
-def _index_rows(qk: bytes, items: Sequence[RawItem]) -> dict[str, list[tuple[bytes, bytes]]]:
-    """The key/value pairs a slice adds to each sub-database.
+Pairs = list[tuple[bytes, bytes]]
 
-    The fold's hot loop: one tuple per index per entry, keys built from shared parts.
+
+def _index_rows(qk: bytes, items: Sequence[RawItem]) -> dict[str, Pairs]:
+    """The key/value pairs a slice adds to each sub-database; each outcome's time index
+    gets one sorted run (see :func:`_put`).
+
+    The fold's hot loop: one tuple per index per entry, keys built from shared parts, the
+    job ids checked for the whole slice at once.
     """
-    rows: dict[str, list[tuple[bytes, bytes]]] = {
-        "entries": [], "by_job": [], "by_outcome": [], "by_time": [], "quarantine": []
-    }
-    add_entry, add_job = rows["entries"].append, rows["by_job"].append
-    add_outcome, add_time = rows["by_outcome"].append, rows["by_time"].append
-    add_bad = rows["quarantine"].append
-    outcome_prefix = {o.value: qk + o.value.encode() + b"\x00" for o in Outcome}
+    entries: Pairs = []
+    by_job: Pairs = []
+    bad: Pairs = []
+    runs: dict[str, Pairs] = {o.value: [] for o in Outcome}
+    add_entry, add_job, add_bad = entries.append, by_job.append, bad.append
+    adds = {o: run.append for o, run in runs.items()}
+    checked = names_ok([fields.get("job") for _, fields, _ in items])
     for sid, fields, line in items:
         ik = id_key(sid)
-        terms = index_terms(fields)
+        terms = index_terms(fields, job_checked=checked)
         if isinstance(terms, str):
             add_bad((qk + ik, line))
             continue
         job, outcome, at_ms = terms
-        at = _U64(at_ms)
         add_entry((qk + ik, line))
         add_job((qk + job.encode() + b"\x00" + ik, b""))
-        add_outcome((outcome_prefix[outcome] + at + ik, b""))
-        add_time((qk + at + ik, b""))
+        adds[outcome]((qk + _U64(at_ms) + ik, b""))
+    rows = {"entries": entries, "by_job": by_job, "quarantine": bad}
+    for outcome, run in runs.items():
+        run.sort()  # settle times nearly follow stream order: a near-linear sort
+        rows[_BY[outcome]] = run
     return rows
 
 
-class Floor(GapLedger, DigestChain):
+def _put(txn: Txn, db: Any, pairs: Pairs, *, in_order: bool) -> int:
+    """Put ``pairs`` (keys unique; sorted when ``in_order``) unless present; how many
+    were new.
+
+    Sorted keys past the database's last key go in with LMDB's append mode: no search per
+    put, and full pages instead of half-split ones (random keys, the job index, go in the
+    ordinary way: sorting them first measured no faster). Append skips a key that is not
+    past the previous one, so whatever it skipped is put again the ordinary way (a present
+    key is not counted twice)."""
+    cur = txn.cursor(db=db)
+    if not in_order or (cur.last() and cast(bytes, cur.key()) >= pairs[0][0]):
+        return int(cur.putmulti(pairs, overwrite=False)[1])
+    added = int(cur.putmulti(pairs, append=True)[1])
+    if added < len(pairs):
+        added += int(cur.putmulti(pairs, overwrite=False)[1])
+    return added
+
+
+class Floor(GapLedger, DigestChain, FloorFormat):
     """The LMDB floor at ``path`` (a directory, created when missing).
 
     ``map_size`` is only the starting size: the map doubles whenever a commit needs more.
@@ -125,6 +155,11 @@ class Floor(GapLedger, DigestChain):
 
     def __init__(self, path: str | os.PathLike[str], *, map_size: int = DEFAULT_MAP_SIZE) -> None:
         super().__init__(path, _DBS, map_size)
+        try:
+            self._ensure_format()
+        except BaseException:
+            self.close()
+            raise
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -152,12 +187,10 @@ class Floor(GapLedger, DigestChain):
             items = content.items
             if not id_lt(checkpoint, meta.first):  # overlapping the checkpoint: skip the old
                 items = [i for i in items if id_lt(checkpoint, i[0])]
-            rows = _index_rows(qk, items)
             added = {"entries": 0, "quarantine": 0}
-            for name, pairs in rows.items():
+            for name, pairs in _index_rows(qk, items).items():
                 if pairs:
-                    _, new = txn.cursor(db=dbs[name]).putmulti(pairs, overwrite=False)
-                    added[name] = new
+                    added[name] = _put(txn, dbs[name], pairs, in_order=name != "by_job")
             state["entries"] += added["entries"]
             state["quarantined"] += added["quarantine"]
             if state["accounted"] is not None:
@@ -175,19 +208,19 @@ class Floor(GapLedger, DigestChain):
 
         return self._write(txn_fn)
 
-    def mark_uploaded(self, meta: SliceMeta) -> None:
-        """The slice is in the remote: drop its kept bytes and flag its record."""
-        qk = _qk(meta.queue)
-        key = qk + id_key(meta.first)
+    def mark_uploaded(self, meta: SliceMeta, *, keep_digest: bool = False) -> None:
+        """The slice is in the remote: drop its kept bytes and flag its record; with
+        ``keep_digest``, record its checksums and digests too (see
+        :meth:`~echomq.archive.floor_chain.DigestChain.keep_digest`), in the same
+        transaction."""
+        key = _qk(meta.queue) + id_key(meta.first)
 
         def txn_fn(txn: Txn, dbs: Dbs) -> None:
-            if not txn.delete(key, db=dbs["pending"]):
+            was_pending = bool(txn.delete(key, db=dbs["pending"]))
+            if keep_digest or was_pending:
+                self._update_record(txn, dbs, meta, digests=keep_digest, uploaded=was_pending)
+            if not was_pending:
                 return
-            raw = txn.get(key, db=dbs["slices"])
-            if raw is not None:
-                record = json.loads(cast(bytes, raw))
-                record["uploaded"] = True
-                txn.put(key, json.dumps(record).encode(), db=dbs["slices"])
             state = self._state(txn, dbs, meta.queue)
             state["pending"] -= 1
             self._save(txn, dbs, meta.queue, state)
@@ -277,28 +310,36 @@ class Floor(GapLedger, DigestChain):
     def queues(self) -> list[str]:
         with self._read() as (txn, dbs):
             return [k.decode() for k, _ in self._scan(txn, dbs["queues"], b"")
-                    if k != _IDENTITY_KEY]
+                    if not k.startswith(b"\x00")]  # the floor's own records (id, format)
 
     def status(self, queue: str) -> FloorStatus:
         qk = _qk(queue)
         with self._read() as (txn, dbs):
             state = self._state(txn, dbs, queue)
-            oldest = newest = None
-            for key, _ in self._scan(txn, dbs["by_time"], qk):
-                oldest = int.from_bytes(key[len(qk):len(qk) + 8], "big")
-                break
-            if oldest is not None:
-                cur = txn.cursor(db=dbs["by_time"])
-                if cur.set_range(qk[:-1] + b"\x01"):  # the first key after this queue's
-                    cur.prev()
-                else:
-                    cur.last()
-                newest = int.from_bytes(cast(bytes, cur.key())[len(qk):len(qk) + 8], "big")
+            ends = [self._time_range(txn, dbs[_BY[o.value]], qk) for o in Outcome]
+            found = [end for end in ends if end is not None]
+            oldest = min(e[0] for e in found) if found else None
+            newest = max(e[1] for e in found) if found else None
         gaps = [_gap(queue, g) for g in state.get("gaps", ())]
         return FloorStatus(queue, state["checkpoint"], state["entries"], state["quarantined"],
                            state["slices"], state["pending"], state["trimmed_through"],
                            oldest, newest, sum(not g.acknowledged for g in gaps),
                            sum(g.acknowledged for g in gaps))
+
+    @staticmethod
+    def _time_range(txn: Txn, db: Any, prefix: bytes) -> tuple[int, int] | None:
+        """The first and last settle time under ``prefix`` in one outcome's time index
+        (None: empty)."""
+        cur = txn.cursor(db=db)
+        if not cur.set_range(prefix) or not cast(bytes, cur.key()).startswith(prefix):
+            return None
+        first = int.from_bytes(cast(bytes, cur.key())[len(prefix):len(prefix) + 8], "big")
+        if cur.set_range(prefix[:-1] + b"\x01"):  # the first key after this prefix's
+            cur.prev()
+        else:
+            cur.last()
+        last = int.from_bytes(cast(bytes, cur.key())[len(prefix):len(prefix) + 8], "big")
+        return first, last
 
     def _entry(self, txn: Txn, dbs: Dbs, queue: str, key: bytes
                ) -> ArchivedEntry:
@@ -358,21 +399,27 @@ class Floor(GapLedger, DigestChain):
         The list's ``gaps`` are the queue's known losses, so an audit never reads as
         complete when the floor knows it is not."""
         lo, hi = to_ms(since), to_ms(until)
-        prefix = _qk(queue)
-        if outcome is not None:
-            prefix += Outcome(outcome).value.encode() + b"\x00"
-        db = "by_time" if outcome is None else "by_outcome"
+        qk = _qk(queue)
+        outcomes = list(Outcome) if outcome is None else [Outcome(outcome)]
         out = Audit()
         out.gaps = tuple(self.gaps(queue))
+        start = _u64(max(lo or 0, 0))
         with self._read() as (txn, dbs):
-            for key, _ in self._scan(txn, dbs[db], prefix, prefix + _u64(max(lo or 0, 0))):
+            # one run per outcome, each in (at, id) order: merged, they are time order
+            runs = [self._time_keys(txn, dbs[_BY[o.value]], qk, start) for o in outcomes]
+            for key in heapq.merge(*runs):
                 if limit is not None and len(out) >= limit:
                     break
-                at = int.from_bytes(key[len(prefix):len(prefix) + 8], "big")
-                if hi is not None and at >= hi:
+                if hi is not None and int.from_bytes(key[:8], "big") >= hi:
                     break
-                out.append(self._entry(txn, dbs, queue, key[len(prefix) + 8:]))
+                out.append(self._entry(txn, dbs, queue, key[8:]))
         return out
+
+    def _time_keys(self, txn: Txn, db: Any, prefix: bytes, start: bytes) -> Iterator[bytes]:
+        """``at + id`` of every key under ``prefix`` of one outcome's time index, from
+        ``start`` on."""
+        for key, _ in self._scan(txn, db, prefix, prefix + start):
+            yield key[len(prefix):]
 
     def quarantined(self, queue: str) -> list[QuarantinedEntry]:
         """Malformed entries kept verbatim, in stream order."""

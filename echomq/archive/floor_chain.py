@@ -21,18 +21,24 @@ class DigestChain(FloorState):
     def keep_digest(self, meta: SliceMeta) -> None:
         """Record the checksums and chain digests of the slice as it was uploaded (a slice
         folded without a remote has none until then)."""
-        key = _qk(meta.queue) + id_key(meta.first)
+        self._write(lambda txn, dbs: self._update_record(txn, dbs, meta, digests=True))
 
-        def txn_fn(txn: Txn, dbs: Dbs) -> None:
-            raw = txn.get(key, db=dbs["slices"])
-            if raw is None:
-                return
-            record = json.loads(cast(bytes, raw))
+    @staticmethod
+    def _update_record(txn: Txn, dbs: Dbs, meta: SliceMeta, *, digests: bool = False,
+                       uploaded: bool = False) -> None:
+        """Update the slice's record in ``txn``: its checksums and chain digests, and/or
+        its ``uploaded`` flag (absent record: nothing to update)."""
+        key = _qk(meta.queue) + id_key(meta.first)
+        raw = txn.get(key, db=dbs["slices"])
+        if raw is None:
+            return
+        record = json.loads(cast(bytes, raw))
+        if digests:
             record.update(sha256=meta.sha256, size=meta.size, digest=meta.digest,
                           prev_digest=meta.prev_digest)
-            txn.put(key, json.dumps(record).encode(), db=dbs["slices"])
-
-        self._write(txn_fn)
+        if uploaded:
+            record["uploaded"] = True
+        txn.put(key, json.dumps(record).encode(), db=dbs["slices"])
 
     def uploaded_slices(self, queue: str) -> list[SliceMeta]:
         """The slices this floor uploaded or restored, with their digests, in order."""

@@ -93,7 +93,8 @@ def _open_env(path: str, names: tuple[str, ...], map_size: int) -> lmdb.Environm
                             f"{MIN_FREE_BYTES} needed")
         _reserve_lock_file(path)
         size = min(map_size, _data_bytes(path) + free)
-        return lmdb.open(path, map_size=size, max_dbs=len(names), subdir=True)
+        # room for the sub-databases of older formats, which a migration opens to drop
+        return lmdb.open(path, map_size=size, max_dbs=len(names) + 4, subdir=True)
     except (lmdb.Error, OSError) as exc:
         raise _lmdb_failure(path, "opening", exc) from exc
 

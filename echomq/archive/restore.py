@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from echomq.archive.entries import MAX_U64, id_lt, parse_stream_id, to_ms
 from echomq.archive.floor import Floor
+from echomq.archive.quiet_gc import quiet_gc
 from echomq.archive.report import ArchiveReport
 from echomq.archive.slices import (
     GENESIS,
@@ -284,7 +285,8 @@ def pull(remote: Remote, floor: Floor, queue: str, tick: Tick | None = None, *,
             kept: SliceContent | None = content
             if until is not None and id_lt(until, content.meta.last):
                 kept = _cut(content, until)
-            added = None if kept is None else floor.commit_slice(kept, uploaded=True)
+            with quiet_gc():
+                added = None if kept is None else floor.commit_slice(kept, uploaded=True)
             if added is not None:
                 report.slices += 1
                 report.entries += added[0]

@@ -83,8 +83,7 @@ class UploadSteps:
                     f"follows {meta.prev}; nothing is trimmed. Rebuild this floor with "
                     "restore, or point the driver at its own remote prefix."
                 )
-            self.floor.keep_digest(meta)
-            self.floor.mark_uploaded(meta)
+            self.floor.mark_uploaded(meta, keep_digest=True)  # one transaction, one sync
             tally.counts["uploaded"] += 1
             self._at("after_upload")
             return manifest

@@ -5,8 +5,10 @@ leaves nothing running), a local SeaweedFS S3 endpoint, a recording Consumer set
 completed, cancelled and dead jobs, an operator pausing and resuming it and retrying
 the dead job, the APScheduler fold into an LMDB floor and
 the bucket, the stream trimmed, Redis made to forget, an audit read from the
-floor, and a restore onto a fresh folder from the bucket alone. It uses the public API
-only (``echomq``, ``echomq.archive`` and the launchers), as a user's program would.
+floor, a restore onto a fresh folder from the bucket alone, a seconds-level cron schedule,
+and last the archive's own powers: a SQL query over the restored history and the replay of
+a job Redis forgot, from its archived payload. It uses the public API only (``echomq``,
+``echomq.archive`` and the launchers), as a user's program would.
 """
 
 from __future__ import annotations
@@ -121,7 +123,7 @@ def _steer(conn: echomq.Connection, poison: str) -> None:
 
 
 def _run(conn: echomq.Connection, remote: Any, root: Path) -> None:
-    echomq.archive.declare(conn, QUEUE)
+    echomq.archive.declare(conn, QUEUE, payload=True)  # record payloads: replay needs them
     ids = echomq.add_many(conn, QUEUE, [{"kind": "ok", "n": n} for n in range(20)])
     flaky = echomq.add(conn, QUEUE, {"kind": "flaky", "n": 20})
     poison = echomq.add(conn, QUEUE, {"kind": "poison", "n": 21}, max_attempts=2)
@@ -180,6 +182,37 @@ def _run(conn: echomq.Connection, remote: Any, root: Path) -> None:
         console.print(_audit_table(fresh, "audit after a restore from the bucket alone"))
         console.print(f"restored floor holds {len(fresh.audit(QUEUE))} entries")
     _cron(conn)
+    _query_and_replay(conn, restored, ids[5])
+
+
+def _query_and_replay(conn: echomq.Connection, floor_path: Path, forgotten: str) -> None:
+    """SQL over the restored history, then a job Redis forgot run again from the archive."""
+    sql = ("SELECT outcome, count(*) AS outcomes, max(attempts) AS most_attempts "
+           "FROM outcomes WHERE queue = 'demo' GROUP BY outcome ORDER BY outcome")
+    with Floor(floor_path) as floor:
+        answer = floor.query(sql)
+    table = Table(title=f"SQL over the restored archive: {sql}")
+    for column in answer.columns:
+        table.add_column(column)
+    for row in answer.rows:
+        table.add_row(*(str(value) for value in row))
+    console.print(table)
+
+    console.print(f"job {forgotten} in Redis: {echomq.get_job(conn, QUEUE, forgotten)} "
+                  "(forgotten by retention)")
+    replayed = echomq.archive.replay(conn, floor_path, QUEUE, forgotten)
+    consumer = echomq.Consumer(conn, QUEUE, handler, concurrency=1, poll_ms=200)
+    worker = threading.Thread(target=consumer.run, kwargs={"install_signals": False})
+    worker.start()
+    try:
+        done = echomq.wait(conn, QUEUE, replayed, timeout_s=30)
+    finally:
+        consumer.stop()
+        worker.join()
+    job = echomq.get_job(conn, QUEUE, replayed)
+    console.print(f"replayed {forgotten} from the archive as job {replayed} "
+                  f"(replay_of={job and job.replay_of}, payload {job and job.payload}): "
+                  f"{done.state.value}, result {done.result}")
 
 
 def _cron(conn: echomq.Connection) -> None:

@@ -23,6 +23,7 @@ from echomq.queue.keys import (
     declared_set,
     retained_set,
 )
+from echomq.queue.sentinel import is_sentinel_url, sentinel_client
 from echomq.servers.shared import SharedValkey
 from echomq.servers.valkey import DATA_DIR_ENV
 
@@ -33,12 +34,13 @@ ExecutorName = Literal["scripts", "functions"]
 EXECUTORS: tuple[ExecutorName, ...] = ("scripts", "functions")
 DEFAULT_PAYLOAD_LIMIT = 512 * 1024
 EMBEDDED_DIR_ENV = DATA_DIR_ENV
-_SECRET_PARAM = re.compile(r"([?&;]password=)[^&;#]*", re.IGNORECASE)
+_SECRET_PARAM = re.compile(r"([?&;](?:sentinel_)?password=)[^&;#]*", re.IGNORECASE)
 
 
 def redact_url(url: str) -> str:
     """``url`` fit to print: ``user:password@`` becomes ``user:***@`` and a
-    ``password=`` query parameter ``password=***``; everything else is kept.
+    ``password=`` (or ``sentinel_password=``) query parameter ``password=***``;
+    everything else is kept.
 
     It errs on the side of hiding: an unencoded ``@`` or ``/`` inside a password
     still ends up behind the ``***``.
@@ -164,12 +166,21 @@ def connect(
     the first verb, so only ``cluster=True`` gives a Cluster client. Every transition
     touches one queue's keys, all under its ``{queue}`` hash tag: one slot, so any
     transition runs on a Cluster.
+
+    Sentinel: ``redis+sentinel://[user:password@]host:26379,host2:26380/service[/db]``
+    (also ``valkey+sentinel://``; ``rediss+sentinel://`` for TLS; the sentinels' own
+    password as ``?sentinel_password=``) connects to the primary of ``service`` as the
+    sentinels name it, asked again on every new connection, so a Consumer rides a
+    failover: its retries reach the promoted replica (:mod:`echomq.queue.sentinel`).
     """
     check_prefix(prefix)
     if executor not in EXECUTORS:
         raise InvalidArgument(f"executor must be one of {EXECUTORS}, got {executor!r}")
     if url is None:
         url = SharedValkey(data_dir).ensure().url
+    if is_sentinel_url(url):
+        return _connect_sentinel(url, executor, payload_limit=payload_limit, check=check,
+                                 prefix=prefix, cluster=cluster)
     try:
         client = redis.Redis.from_url(url, decode_responses=True, health_check_interval=30)
     except ValueError as exc:
@@ -189,6 +200,24 @@ def connect(
             raise ConnectionFailed(
                 f"cannot reach Redis/Valkey at {redact_url(url)}: {exc}"
             ) from exc
+    return conn
+
+
+def _connect_sentinel(url: str, executor: ExecutorName, *, payload_limit: int, check: bool,
+                      prefix: str, cluster: bool | None) -> Connection:
+    """A connection to the primary a Sentinel URL names (never a Cluster)."""
+    if cluster:
+        raise InvalidArgument("a Sentinel URL names one primary, not a Cluster")
+    client = sentinel_client(url)
+    conn = Connection(client, url=url, executor=executor, payload_limit=payload_limit,
+                      prefix=prefix)
+    if check:
+        try:
+            client.ping()
+        except redis.ConnectionError as exc:
+            client.close()
+            raise ConnectionFailed(
+                f"cannot reach the primary through {redact_url(url)}: {exc}") from exc
     return conn
 
 

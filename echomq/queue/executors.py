@@ -8,11 +8,14 @@ runs. A script outside the library (the archive's) runs by EVALSHA on both.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
+from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException
 
 from echomq.errors import ConnectionFailed
 from echomq.queue import registry
@@ -63,19 +66,43 @@ class Executor:
         call the server refused as unknown (NOSCRIPT, function not found) did
         nothing, so exactly those are loaded and sent again.
         """
+        return self._run_many(calls, None)[0]
+
+    def run_many_waiting(self, calls: list[Call], replicas: int, timeout_ms: int
+                         ) -> tuple[list[Any], int]:
+        """:meth:`run_many`, then ``WAIT replicas timeout_ms`` on the same connection
+        in the same round trip: the replies, and how many replicas acknowledged every
+        write of the calls (fewer than ``replicas`` when the timeout came first).
+
+        WAIT counts the writes of its own connection, so it rides in the pipeline that
+        carried the calls; on a Cluster that pipeline is the slot's node's own (the
+        Cluster pipeline could re-send a failed WAIT alone on another connection, which
+        would count nothing and answer at once). All ``calls`` are one queue's: one slot.
+        """
         if not calls:
-            return []
+            return [], replicas
+        replies, acked = self._run_many(calls, (replicas, timeout_ms))
+        return replies, replicas if acked is None else acked
+
+    def _run_many(self, calls: list[Call], wait: tuple[int, int] | None
+                  ) -> tuple[list[Any], int | None]:
+        if not calls:
+            return [], None
         table = registry.transitions()
         for name, keys, _ in calls:
             table[name].check_keys(keys)
         try:
-            replies = self._pipeline([(table[n], k, a) for n, k, a in calls])
+            replies, acked = self._waiting_pipeline(
+                [(table[n], k, a) for n, k, a in calls], wait)
             missing = [i for i, r in enumerate(replies) if self._is_missing(r)]
             if missing:
                 self._load_missing([table[calls[i][0]] for i in missing])
-                again = self._pipeline([(table[calls[i][0]], *calls[i][1:]) for i in missing])
+                again, acked_again = self._waiting_pipeline(
+                    [(table[calls[i][0]], *calls[i][1:]) for i in missing], wait)
                 for i, reply in zip(missing, again, strict=True):
                     replies[i] = reply
+                if acked is not None and acked_again is not None:
+                    acked = min(acked, acked_again)
         except redis.ConnectionError as exc:
             raise ConnectionFailed(f"lost the server at {self.url}: {exc}") from exc
         out: list[Any] = []
@@ -84,7 +111,26 @@ class Executor:
                 out.append(translate(reply) or reply)
             else:
                 out.append(reply)
-        return out
+        return out, acked
+
+    def _waiting_pipeline(self, calls: list[Prepared], wait: tuple[int, int] | None
+                          ) -> tuple[list[Any], int | None]:
+        """The pipeline, with ``WAIT`` last when asked: (replies, replicas that acked)."""
+        if wait is None:
+            return self._pipeline(calls), None
+        pipe, on_moved = durable_pipeline(self.client, calls[0][1][0])
+        for t, keys, args in calls:
+            self._queue(pipe, t, keys, args)
+        pipe.execute_command("WAIT", *wait)
+        try:
+            *replies, acked = pipe.execute(raise_on_error=False)
+        except redis.ConnectionError:
+            on_moved()  # the node is gone: the next look asks the Cluster where the slot is
+            raise
+        if any(isinstance(r, redis.exceptions.MovedError) for r in replies):
+            on_moved()
+            raise redis.ConnectionError("the queue's slot moved to another node")
+        return replies, acked if isinstance(acked, int) else 0
 
     def _pipeline(self, calls: list[Prepared]) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)
@@ -102,6 +148,23 @@ class Executor:
 
     def _load_missing(self, missing: list[registry.Transition]) -> None:
         raise NotImplementedError
+
+
+def durable_pipeline(client: redis.Redis, key: str) -> tuple[Any, Callable[[], None]]:
+    """A pipeline on ONE connection to the server that holds ``key`` (so a WAIT sent in it
+    counts the writes before it), and what to do when that server is gone or the slot
+    moved (a Cluster refreshes its slot map; one server has nothing to refresh)."""
+    if isinstance(client, RedisCluster):
+        cluster = client
+        node = cluster.get_node_from_key(key)
+
+        def refresh() -> None:
+            # no node answers yet: the caller's retry asks again
+            with contextlib.suppress(redis.RedisError, RedisClusterException):
+                cluster.nodes_manager.initialize()
+
+        return cluster.get_redis_connection(node).pipeline(transaction=False), refresh
+    return client.pipeline(transaction=False), lambda: None
 
 
 def evalsha(
@@ -195,6 +258,11 @@ class FunctionsExecutor(Executor):
     def _pipeline(self, calls: list[Prepared]) -> list[Any]:
         self.ensure_library()
         return super()._pipeline(calls)
+
+    def _waiting_pipeline(self, calls: list[Prepared], wait: tuple[int, int] | None
+                          ) -> tuple[list[Any], int | None]:
+        self.ensure_library()
+        return super()._waiting_pipeline(calls, wait)
 
     def _queue(
         self, pipe: Any, t: registry.Transition, keys: Sequence[str], args: Sequence[Arg]

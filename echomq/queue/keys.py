@@ -11,6 +11,7 @@ or the hash tag is refused with :class:`~echomq.errors.InvalidKey`.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -79,6 +80,19 @@ def check_name(value: object, what: str = "name") -> str:
             "and control characters are not allowed"
         )
     return value
+
+
+def names_ok(values: Sequence[object]) -> bool:
+    """Whether every one of ``values`` would pass :func:`check_name`, tested at once (one
+    search over the joined names: the archive checks tens of thousands of job ids per
+    slice). ``False`` says only that some value fails; :func:`check_name` says which."""
+    try:
+        joined = "_".join(values)  # type: ignore[arg-type]  # a non-str raises TypeError
+        joined.encode("utf-8")
+    except (TypeError, UnicodeEncodeError):
+        return False
+    return (all(values) and max(map(len, values), default=0) <= MAX_NAME_LENGTH  # type: ignore[arg-type]
+            and _FORBIDDEN.search(joined) is None)
 
 
 @dataclass(frozen=True)

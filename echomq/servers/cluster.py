@@ -64,11 +64,15 @@ class LocalCluster:
     node says ``cluster_state:ok`` and knows all 16384 slots."""
 
     def __init__(self, data_dir: str | Path | None = None, *, primaries: int = PRIMARIES,
-                 replicas: int = REPLICAS_PER_PRIMARY) -> None:
+                 replicas: int = REPLICAS_PER_PRIMARY,
+                 node_timeout_ms: int = NODE_TIMEOUT_MS) -> None:
         self._owned = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="emq-cluster-")).resolve()
         self.primaries = primaries
         self.replicas = replicas
+        self.node_timeout_ms = node_timeout_ms
+        """How long a primary may be silent before its replica takes over (a failover
+        takes about twice this)."""
         self.nodes: list[ClusterNode] = []
 
     @property
@@ -83,7 +87,7 @@ class LocalCluster:
             for i in range(self.primaries * (1 + self.replicas)):
                 folder = self.data_dir / f"node-{i}"
                 folder.mkdir(parents=True, exist_ok=True)
-                node = ClusterNode(folder)
+                node = ClusterNode(folder, node_timeout_ms=self.node_timeout_ms)
                 node.start()
                 self.nodes.append(node)
             self._create()

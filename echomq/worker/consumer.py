@@ -51,12 +51,23 @@ from echomq.worker.settler import Settler
 log = logging.getLogger("echomq.consumer")
 
 Handler = Callable[[JobContext], Any]
+DEFAULT_DURABLE_TIMEOUT_MS = 1_000
+MAX_DURABLE_REPLICAS = 16
 SETTLE_FLUSH_S = 5.0
 """How long a stop waits for finished outcomes to settle before handing anything back."""
 
 
 class Consumer:
-    """Process one queue until ``stop()``, SIGTERM or SIGINT."""
+    """Process one queue until ``stop()``, SIGTERM or SIGINT.
+
+    ``durable_replicas=1`` (durable settles): every settle round trip ends with
+    ``WAIT 1 durable_timeout_ms`` on the connection that carried it, so a settle counts
+    (``processed``, ``on_settled``) once a replica has it too; a replica that does not
+    answer in time is logged and counted (``durable_shortfalls``), never waited on
+    for ever. ``on_settled(job, kind)`` is called on the settler thread for each
+    settle the server acknowledged (after the WAIT in durable mode); it must be quick,
+    and an exception from it takes the Consumer down.
+    """
 
     def __init__(
         self,
@@ -80,6 +91,9 @@ class Consumer:
         backoff_ms: int = DEFAULT_BACKOFF_MS,
         backoff_cap_ms: int = DEFAULT_BACKOFF_CAP_MS,
         result_limit: int = DEFAULT_RESULT_LIMIT,
+        durable_replicas: int = 0,
+        durable_timeout_ms: int = DEFAULT_DURABLE_TIMEOUT_MS,
+        on_settled: Callable[[JobContext, str], None] | None = None,
     ) -> None:
         self.conn = conn
         self.keys = self.conn.keys(queue)
@@ -106,6 +120,14 @@ class Consumer:
         self.cancel = cancel
         self.record = record
         self.auto_extend = auto_extend
+        self.durable_replicas = validate.non_negative_int(durable_replicas, "durable_replicas")
+        if self.durable_replicas > MAX_DURABLE_REPLICAS:
+            raise InvalidArgument(f"durable_replicas must be at most {MAX_DURABLE_REPLICAS}")
+        self.durable_timeout_ms = validate.positive_int(durable_timeout_ms,
+                                                        "durable_timeout_ms")
+        if on_settled is not None and not callable(on_settled):
+            raise InvalidArgument("on_settled must be callable")
+        self.on_settled = on_settled
 
         self._assemble(keep_completed, validate.positive_int(backoff_ms, "backoff_ms"),
                        validate.positive_int(backoff_cap_ms, "backoff_cap_ms"))
@@ -127,7 +149,8 @@ class Consumer:
         self._settler = Settler(
             self.conn, self.keys, record=self.record, keep_completed=keep_completed,
             backoff_ms=backoff_ms, backoff_cap_ms=backoff_cap_ms, held=self._held,
-            on_crash=self._crash)
+            on_crash=self._crash, durable_replicas=self.durable_replicas,
+            durable_timeout_ms=self.durable_timeout_ms, on_settled=self.on_settled)
         self._beat = Beat(self.conn, self.keys, self._held, lease_ms=self.lease_ms,
                           auto_extend=self.auto_extend, recovery=self.recovery,
                           max_stalled=self.max_stalled)
@@ -142,6 +165,13 @@ class Consumer:
     def failed(self) -> int:
         """Handler failures this Consumer settled (retried or dead-lettered)."""
         return self._settler.failed
+
+    @property
+    def durable_shortfalls(self) -> int:
+        """Settles (jobs, with ``durable_replicas`` set) whose round trip's ``WAIT`` saw
+        fewer replicas acknowledge than asked within ``durable_timeout_ms``: settles a
+        failover could still lose. Each such round trip is also logged at WARNING."""
+        return self._settler.durable_shortfalls
 
     # -- public -------------------------------------------------------------
 

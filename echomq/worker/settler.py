@@ -6,7 +6,9 @@ completion and cancellation plus one ``fail`` call per failure, all in ONE
 pipeline. It runs beside the claim loop, so claiming and settling overlap.
 A server that does not answer (lost, timed out) is retried with backoff; any
 other exception ends the thread through ``on_crash``, never silently. A settled
-job is let go of through the Consumer's ``Held`` ledger.
+job is let go of through the Consumer's ``Held`` ledger. In durable mode
+(``durable_replicas``) each round trip ends with ``WAIT`` on its own connection and a
+replica that does not acknowledge in time is logged and counted, never waited on for ever.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from echomq.queue.connection import Connection
 from echomq.queue.executors import Call
 from echomq.queue.keys import Keys
 from echomq.queue.transitions import Settlement
-from echomq.worker.context import HandlerOutcome
+from echomq.worker.context import HandlerOutcome, JobContext
 from echomq.worker.held import STOP, Held
 
 log = logging.getLogger("echomq.consumer")
@@ -50,6 +52,9 @@ class Settler:
         backoff_cap_ms: int,
         held: Held,
         on_crash: Callable[[str, BaseException], None],
+        durable_replicas: int = 0,
+        durable_timeout_ms: int = 0,
+        on_settled: Callable[[JobContext, str], None] | None = None,
     ) -> None:
         self.conn = conn
         self.keys = keys
@@ -62,6 +67,11 @@ class Settler:
         self.inbox: stdlib_queue.SimpleQueue[Any] = stdlib_queue.SimpleQueue()
         self.completed = 0
         self.failed = 0
+        self.durable_replicas = durable_replicas
+        self.durable_timeout_ms = durable_timeout_ms
+        self.on_settled = on_settled
+        self.durable_shortfalls = 0
+        """Settles (jobs) whose round trip's WAIT saw fewer replicas than asked."""
         self._give_up = threading.Event()
         self._thread = threading.Thread(target=self._run, name="emq-settler", daemon=True)
 
@@ -144,7 +154,7 @@ class Settler:
         delay = 0.1
         while True:
             try:
-                replies = self.conn.executor.run_many(calls)
+                replies = self._send(calls, len(batch))
                 for span in spans:
                     span.end()
                 break
@@ -161,6 +171,20 @@ class Settler:
                 self._give_up.wait(delay)
                 delay = min(5.0, delay * 2)
         self._account(completes, fails, replies)
+
+    def _send(self, calls: list[Call], jobs: int) -> list[Any]:
+        """One round trip; in durable mode with ``WAIT`` after the settles, and a
+        shortfall (fewer replicas acknowledged than asked) logged and counted."""
+        if not self.durable_replicas:
+            return self.conn.executor.run_many(calls)
+        replies, acked = self.conn.executor.run_many_waiting(
+            calls, self.durable_replicas, self.durable_timeout_ms)
+        if acked < self.durable_replicas:
+            self.durable_shortfalls += jobs
+            log.warning("settled %d job(s) but %d of %d replica(s) acknowledged within "
+                        "%d ms: a failover now could lose them", jobs, acked,
+                        self.durable_replicas, self.durable_timeout_ms)
+        return replies
 
     def _calls(self, completes: list[HandlerOutcome], fails: list[HandlerOutcome]
                ) -> list[Call]:
@@ -189,6 +213,8 @@ class Settler:
             else:
                 log.info("job %s failed (%s): %s", o.job.id, verdict, o.text.splitlines()[0])
                 self.failed += 1
+                if self.on_settled is not None:
+                    self.on_settled(o.job, o.kind)
             self.held.let_go(o.job)
 
     def _account_completes(self, completes: list[HandlerOutcome], reply: Any) -> None:
@@ -200,6 +226,8 @@ class Settler:
         for o, error in zip(completes, errors, strict=True):
             if error is None:
                 self.completed += 1
+                if self.on_settled is not None:
+                    self.on_settled(o.job, o.kind)
             else:
                 log.warning("job %s finished after its lease was lost (%s); "
                             "its result was not recorded", o.job.id, error)

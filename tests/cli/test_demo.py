@@ -29,6 +29,18 @@ def test_the_demo_runs_end_to_end_and_stops_its_private_server(tmp_path: Path) -
     assert fired and int(fired.group(1)) >= 3, done.stdout
     times = fired.group(2).split()
     assert len(set(times)) == len(times) == int(fired.group(1))  # two schedulers, none twice
+    # it ends with the archive's powers: SQL over the restored history (21 completions of
+    # 20 ok + the flaky job, the held and the waited ones: 23; one cancel; two deaths) and
+    # the replay of a job Redis forgot, run again from its archived payload
+    assert re.search(r"│ cancelled *│ 1 *│", done.stdout), done.stdout
+    assert re.search(r"│ completed *│ 23 *│ 2 *│", done.stdout), done.stdout
+    assert re.search(r"│ dead *│ 2 *│", done.stdout), done.stdout
+    flat = " ".join(done.stdout.split())  # rich wraps long lines at the terminal's width
+    replayed = re.search(r"job (\S+) in Redis: None \(forgotten by retention\) .*replayed \1 "
+                         r"from the archive as job (\S+) \(replay_of=demo/\1, payload "
+                         r"\{'kind': 'ok', 'n': 5\}\): completed, result \{\"ok\":5\}",
+                         flat)
+    assert replayed and replayed.group(2) != replayed.group(1), done.stdout
     found = re.search(r"valkey: redis://127\.0\.0\.1:(\d+)/0", done.stdout)
     assert found, done.stdout
     with socket.socket() as probe:  # the demo's server is gone with the demo
