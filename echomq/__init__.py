@@ -51,6 +51,7 @@ from echomq.queue.bulk import drain, obliterate
 from echomq.queue.claim import claim
 from echomq.queue.connection import Connection, connect
 from echomq.queue.control import is_paused, pause, promote, resume, retry_dead
+from echomq.queue.directory import queues
 from echomq.queue.enqueue import add, add_many
 from echomq.queue.events import Event, EventKind, publish
 from echomq.queue.listen import EventStream, events
@@ -150,6 +151,7 @@ __all__ = [
     "promote",
     "publish",
     "purge",
+    "queues",
     "reap",
     "release_many",
     "remove_job",

@@ -22,12 +22,40 @@ from echomq.queue.embedded import EmbeddedValkey
 from echomq.servers.cluster import LocalCluster
 from tests.support.recorder import Recorder
 
+BOTH_PASSES = ("queue", "jobs", "worker", "archive")
+"""The folders of ``tests/`` whose shared-server tests run twice, on one server and on a
+local Cluster (ids ``[plain...]`` and ``[cluster...]``): the substrate, the lifecycle,
+the Consumer and the archive."""
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--cluster", action="store_true", default=False,
-                     help="run the shared-server tests against a local Valkey Cluster "
+                     help="run the shared-server tests against a local Valkey Cluster only "
                           "(3 primaries, 1 replica each); plain_only tests and tests "
                           "that do not use the shared server are deselected")
+
+
+def server_kinds(config: pytest.Config, item: pytest.Function | pytest.Metafunc
+                 ) -> list[str]:
+    """Which servers a test that uses ``server_url`` runs on: the Cluster alone with
+    ``--cluster``, both in the four folders of :data:`BOTH_PASSES` (not a ``plain_only``
+    test), else one plain server."""
+    definition = item.definition if isinstance(item, pytest.Metafunc) else item
+    if definition.get_closest_marker("plain_only") is not None:
+        return ["plain"]
+    if config.getoption("--cluster"):
+        return ["cluster"]
+    parts = definition.path.relative_to(config.rootpath).parts
+    if len(parts) > 2 and parts[0] == "tests" and parts[1] in BOTH_PASSES:
+        return ["plain", "cluster"]
+    return ["plain"]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "server_url" in metafunc.fixturenames:
+        kinds = server_kinds(metafunc.config, metafunc)
+        if kinds != ["plain"]:
+            metafunc.parametrize("server_url", kinds, indirect=True, scope="session")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -47,22 +75,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def server_url(request: pytest.FixtureRequest,
-               tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The shared server: ``REDIS_URL`` when given, a local Cluster with ``--cluster``,
-    else a private Valkey."""
+def plain_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The shared plain server: ``REDIS_URL`` when given, else a private Valkey."""
     external = os.environ.get("REDIS_URL")
     if external:
         yield external
-        return
-    if request.config.getoption("--cluster"):
-        with LocalCluster(tmp_path_factory.mktemp("cluster")) as cluster:
-            yield cluster.url
         return
     server = EmbeddedValkey(tmp_path_factory.mktemp("valkey"))
     server.start()
     yield server.url
     server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """The shared local Cluster (3 primaries, 1 replica each), started on first use."""
+    with LocalCluster(tmp_path_factory.mktemp("cluster")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def server_url(request: pytest.FixtureRequest) -> str:
+    """The shared server of this test: the plain one or the local Cluster's URL (see
+    :func:`server_kinds`). Both stay up for the session once started."""
+    kind = getattr(request, "param", "cluster" if request.config.getoption("--cluster")
+                   else "plain")
+    if kind == "cluster":
+        return str(request.getfixturevalue("local_cluster").url)
+    return str(request.getfixturevalue("plain_url"))
 
 
 @pytest.fixture

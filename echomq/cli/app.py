@@ -39,6 +39,7 @@ COMMANDS = {
     "drain": "echomq.cli.bulk:drain",
     "obliterate": "echomq.cli.bulk:obliterate",
     "status": "echomq.cli.queue:status",
+    "queues": "echomq.cli.queues:queues",
     "pause": "echomq.cli.control:pause",
     "resume": "echomq.cli.control:resume",
     "retry": "echomq.cli.control:retry",

@@ -133,10 +133,27 @@ def purge(ctx: click.Context, queue: str, state: str, keep: int, older_than: int
 
 
 @click.command()
-@click.option("--queue", "-q", required=True)
+@click.option("--queue", "-q", default=None,
+              help="One queue; default: every queue (as `emq queues` lists them).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def status(ctx: click.Context, queue: str, as_json: bool) -> None:
-    """Jobs per state and the queue's counters."""
+def status(ctx: click.Context, queue: str | None, as_json: bool) -> None:
+    """Jobs per state and the queue's counters; without --queue, of every queue (one
+    line each, or {"queues": {name: ...}} with --json), each read in its own slot.
+
+    Refuses a bad queue name."""
     conn = connect(ctx)
-    emit({**echomq.counts(conn, queue).as_dict(), **echomq.metrics(conn, queue)}, as_json)
+    with as_click_error():
+        if queue is not None:
+            emit(_status_of(conn, queue), as_json)
+            return
+        found = {name: _status_of(conn, name) for name in echomq.queues(conn)}
+    if as_json:
+        emit({"queues": found}, True)
+        return
+    for name, row in found.items():
+        click.echo(f"{name}: " + " ".join(f"{k}={v}" for k, v in row.items()))
+
+
+def _status_of(conn: echomq.Connection, queue: str) -> dict[str, int | bool]:
+    return {**echomq.counts(conn, queue).as_dict(), **echomq.metrics(conn, queue)}

@@ -8,16 +8,18 @@ a scrape never walks a big keyspace at once; a new undeclared queue shows up wit
 full pass (a few scrapes on a keyspace of a million keys), a declared one at once. After
 a full pass the SCAN rests for ``RESCAN_SECONDS``, so a small keyspace is not walked on
 every scrape. A queue the SCAN found stays reported until a full pass no longer sees it.
+On a Cluster a pass walks every primary, each with its own cursor (:class:`KeyspaceScan`).
 """
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 import weakref
 
 from echomq.queue.connection import Connection
+from echomq.queue.directory import seq_pattern
+from echomq.queue.scan import KeyspaceScan
 
 SCAN_COUNT = 5000
 """Keys a SCAN call examines (the COUNT hint)."""
@@ -32,9 +34,8 @@ class QueueFinder:
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
-        self._pattern = conn.prefix + ":{*}:seq"
-        self._name = re.compile(re.escape(conn.prefix) + r":\{([^{}]+)\}:seq\Z")
-        self._cursor = 0
+        pattern, self._name = seq_pattern(conn.prefix)
+        self._scan = KeyspaceScan(conn.redis, pattern, count=SCAN_COUNT)
         self._this_pass: set[str] = set()
         self._last_pass: set[str] = set()
         self._rest_until = 0.0
@@ -48,14 +49,12 @@ class QueueFinder:
             if time.monotonic() < self._rest_until:
                 calls = 0
             for _ in range(calls):
-                cursor, keys = self.conn.redis.scan(self._cursor, match=self._pattern,
-                                                    count=SCAN_COUNT)
+                keys, done = self._scan.step()
                 for key in keys:
-                    match = self._name.match(str(key))
+                    match = self._name.match(key)
                     if match:
                         self._this_pass.add(match.group(1))
-                self._cursor = int(cursor)
-                if self._cursor == 0:
+                if done:
                     self._last_pass, self._this_pass = self._this_pass, set()
                     self._rest_until = time.monotonic() + RESCAN_SECONDS
                     break

@@ -96,7 +96,7 @@ class Executor:
                 [(table[n], k, a) for n, k, a in calls], wait)
             missing = [i for i, r in enumerate(replies) if self._is_missing(r)]
             if missing:
-                self._load_missing()
+                self._load_missing([table[calls[i][0]] for i in missing])
                 again, acked_again = self._waiting_pipeline(
                     [(table[calls[i][0]], *calls[i][1:]) for i in missing], wait)
                 for i, reply in zip(missing, again, strict=True):
@@ -146,7 +146,7 @@ class Executor:
     def _is_missing(self, reply: object) -> bool:
         raise NotImplementedError
 
-    def _load_missing(self) -> None:
+    def _load_missing(self, missing: list[registry.Transition]) -> None:
         raise NotImplementedError
 
 
@@ -196,9 +196,11 @@ class ScriptsExecutor(Executor):
     def _is_missing(self, reply: object) -> bool:
         return isinstance(reply, redis.exceptions.NoScriptError)
 
-    def _load_missing(self) -> None:
-        for t in registry.transitions().values():
-            self.client.script_load(t.script)
+    def _load_missing(self, missing: list[registry.Transition]) -> None:
+        # only the scripts refused: loading every transition's is ~40 round trips (each
+        # to every primary on a Cluster), long enough to outlive a short lease just claimed
+        for script in {t.script for t in missing}:
+            self.client.script_load(script)
 
 
 class FunctionsExecutor(Executor):
@@ -270,7 +272,7 @@ class FunctionsExecutor(Executor):
     def _is_missing(self, reply: object) -> bool:
         return isinstance(reply, redis.ResponseError) and "function not found" in str(reply).lower()
 
-    def _load_missing(self) -> None:
+    def _load_missing(self, missing: list[registry.Transition]) -> None:
         self.ensure_library(force=True)
 
 

@@ -8,7 +8,8 @@ dashboard learns queues two ways:
 - queues seen by an incremental ``SCAN ... TYPE zset`` over ``<prefix>:{*}:*``: each
   refresh walks at most ``budget`` SCAN steps from where the last one stopped, so a
   keyspace of millions of rows never costs one request more than a few milliseconds;
-  a full pass replaces the seen set (a queue whose sets are all gone drops out).
+  a full pass replaces the seen set (a queue whose sets are all gone drops out). On a
+  Cluster a pass walks every primary, each with its own cursor (:class:`KeyspaceScan`).
 
 The answer is cached for ``ttl_s`` seconds (2 by default), so any number of viewers cost one
 refresh (at most ``budget`` SCAN steps) per period.
@@ -22,6 +23,7 @@ import time
 from echomq.errors import InvalidKey
 from echomq.queue.connection import Connection
 from echomq.queue.keys import check_name
+from echomq.queue.scan import KeyspaceScan
 
 STATE_SETS = frozenset({"pending", "scheduled", "active", "completed", "dead"})
 
@@ -36,7 +38,9 @@ class QueueDirectory:
         self.budget = budget
         self.step = step
         self._lock = threading.Lock()
-        self._cursor = 0
+        # a glob over the key layout of keys.py
+        self._scan = KeyspaceScan(conn.redis, f"{conn.prefix}:{{*}}:*", count=step,
+                                  type_="zset")
         self._seen: set[str] = set()  # this pass
         self._known: set[str] = set()  # the last complete pass (and this one so far)
         self._names: list[str] = []
@@ -55,15 +59,13 @@ class QueueDirectory:
         pipe.smembers(self.conn.declared_set)
         pipe.smembers(self.conn.retained_set)
         declared = {str(q) for members in pipe.execute() for q in members}
-        pattern = f"{self.conn.prefix}:{{*}}:*"  # a glob over the key layout of keys.py
         for _ in range(self.budget):
-            self._cursor, found = self.conn.redis.scan(
-                self._cursor, match=pattern, count=self.step, _type="zset")
+            found, done = self._scan.step()
             for key in found:
-                name = self._queue_of(str(key))
+                name = self._queue_of(key)
                 if name is not None:
                     self._seen.add(name)
-            if self._cursor == 0:
+            if done:
                 self._known, self._seen = self._seen, set()
                 break
         self._names = sorted(declared | self._known | self._seen)

@@ -142,7 +142,7 @@ def test_the_valkey_launchers_stand_on_errors_alone() -> None:
 
 
 PRINTING_COMMANDS = [
-    ["enqueue"], ["cancel"], ["sweep"], ["reap"], ["dead"], ["purge"], ["status"],
+    ["enqueue"], ["cancel"], ["sweep"], ["reap"], ["dead"], ["purge"], ["status"], ["queues"],
     ["pause"], ["resume"], ["drain"], ["obliterate"], ["retry"], ["remove"], ["promote"],
     ["jobs"], ["show"], ["schedule"], ["unschedule"], ["schedules"], ["wait"], ["events"],
     ["retention"], ["metrics"], ["server", "start"], ["server", "status"], ["server", "stop"],

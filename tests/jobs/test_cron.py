@@ -255,7 +255,8 @@ conn = echomq.connect(os.environ["EMQ_URL"], executor=os.environ["EMQ_EXECUTOR"]
                       prefix=os.environ["EMQ_PREFIX"])
 start, ready, go = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 conn.redis.rpush(ready, 1)
-conn.redis.blpop([go], timeout=30)
+while not conn.redis.blpop([go], timeout=1):  # short blocks: the client's socket timeout
+    pass
 fired = []
 for tick in range(300):
     fired += fire_due(conn, now=start + tick * 1000)
@@ -275,10 +276,17 @@ def test_two_processes_racing_over_one_fake_clock_enqueue_each_fire_once(pconn, 
     procs = [subprocess.Popen([sys.executable, "-c", RACER, str(start), ready, go], cwd=ROOT,
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for _ in range(2)]
-    for _ in procs:
-        assert pconn.redis.blpop([ready], timeout=30) is not None
-    pconn.redis.rpush(go, 1, 1)
-    outputs = [proc.communicate(timeout=60) for proc in procs]
+    try:
+        # a poll, not one long BLPOP: two interpreters starting on a loaded machine may
+        # take longer than redis-py's socket timeout (5 s)
+        wait_until(lambda: pconn.redis.llen(ready) == 2, timeout=60)
+        pconn.redis.rpush(go, 1, 1)
+        outputs = [proc.communicate(timeout=60) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.stdout and not proc.stdout.closed:  # a failed wait: none left behind
+                proc.kill()
+                proc.communicate()
     assert [proc.returncode for proc in procs] == [0, 0], outputs
     reported = [job_id for out, _ in outputs for job_id in json.loads(out)]
     expected = [f"cron-tick-{start + tick * 1000}" for tick in range(300)]

@@ -195,3 +195,32 @@ def test_both_executors_share_one_server_without_interfering(
         assert echomq.counts(scripts, queue).completed == 1
     finally:
         scripts.close()
+
+
+def test_a_consumer_s_batch_refused_by_an_empty_cache_loads_only_its_own_scripts(
+    private_server: EmbeddedValkey, admin: redis.Redis, queue: str
+) -> None:
+    """The settler's pipeline meets NOSCRIPT on a fresh cache: it loads the scripts it
+    sent, not every transition's (one round trip each, to every primary on a Cluster:
+    long enough to outlive the short lease of a job that failed at once)."""
+    from tests.support.consumers import ConsumerThreads
+    from tests.support.waits import wait_until
+
+    conn = echomq.connect(private_server.url, executor="scripts")
+    threads = ConsumerThreads(conn, queue, poll_ms=20)
+    try:
+        job_id = echomq.add(conn, queue, {"n": 1}, max_attempts=1)
+        admin.script_flush()
+        consumer = threads.start(lambda job: 1 / 0, lease_ms=200, beat_ms=50,
+                                 recovery="stalled", concurrency=1, prefetch=0)
+        wait_until(lambda: consumer.failed == 1)
+        job = echomq.get_job(conn, queue, job_id)
+        assert job is not None and job.state == "dead"
+        assert "ZeroDivisionError" in (job.last_error or "")
+    finally:
+        threads.stop_all()
+        conn.close()
+    shas = {name: t.sha for name, t in registry.transitions().items()}
+    unused = ["drain", "obliterate_keys", "purge", "retry_dead", "cron_fire"]
+    assert admin.script_exists(*(shas[n] for n in unused)) == [False] * len(unused)
+    assert admin.script_exists(shas["fail"]) == [True]

@@ -7,7 +7,6 @@ are fresh names, so tests share it as the suite shares its one server.
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import redis
 import echomq
 from echomq.archive import Driver, declare
 from echomq.servers.cluster import LocalCluster
+from tests.support.spread import spread_queues
 from tests.support.waits import wait_until
 
 
@@ -78,16 +78,6 @@ def test_the_functions_library_is_on_every_primary(
                 assert libraries == ["echomq"]
             finally:
                 admin.close()
-
-
-def spread_queues(conn: echomq.Connection, count: int) -> list[str]:
-    """``count`` fresh queue names whose slots cover all three primaries."""
-    client: Any = conn.redis
-    tag = uuid.uuid4().hex[:8]
-    names = [f"spread-{tag}-{i}" for i in range(count)]
-    nodes = {client.get_node_from_key(conn.keys(n).meta).name for n in names}
-    assert len(nodes) == 3, nodes  # 6+ names on 3 equal slot ranges: all but surely
-    return names
 
 
 def test_many_queues_over_three_primaries_with_consumers_and_a_fold(
