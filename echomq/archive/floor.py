@@ -39,6 +39,7 @@ from echomq.archive.floor_chain import DigestChain
 from echomq.archive.floor_gaps import Gap as Gap
 from echomq.archive.floor_gaps import GapBaseline as GapBaseline
 from echomq.archive.floor_gaps import GapLedger, _gap
+from echomq.archive.floor_rebase import PendingRebase
 from echomq.archive.floor_state import _qk
 from echomq.archive.lmdbstore import Dbs, FloorError, FloorFull, Txn
 from echomq.archive.slices import RawItem, SliceContent, SliceMeta, build_slice
@@ -116,7 +117,7 @@ def _index_rows(qk: bytes, items: Sequence[RawItem]) -> dict[str, list[tuple[byt
     return rows
 
 
-class Floor(GapLedger, DigestChain):
+class Floor(GapLedger, DigestChain, PendingRebase):
     """The LMDB floor at ``path`` (a directory, created when missing).
 
     ``map_size`` is only the starting size: the map doubles whenever a commit needs more.
