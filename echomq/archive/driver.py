@@ -156,10 +156,10 @@ class Driver(StreamChecks, UploadSteps):
         compress_level: int = 1,
         name: str | None = None,
     ) -> None:
-        for name, value in (("slice_count", slice_count), ("slice_bytes", slice_bytes),
+        for what, value in (("slice_count", slice_count), ("slice_bytes", slice_bytes),
                             ("lease_ms", lease_ms)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise InvalidArgument(f"{name} must be a positive integer, got {value!r}")
+                raise InvalidArgument(f"{what} must be a positive integer, got {value!r}")
         self.conn = conn
         self.redis = conn.redis
         # The same pool, minus redis-py's per-entry reply parsing: XRANGE is the hot read.
@@ -193,6 +193,12 @@ class Driver(StreamChecks, UploadSteps):
             self._roster.leave()
         if self._owns_floor:
             self.floor.close()
+
+    def __enter__(self) -> Driver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- the fold -------------------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 Usage: python drivers_child.py SPEC_JSON. SPEC: url, prefix, floor, remote (S3Remote
 kwargs), name, lease_ms, slice_count, interval_s, stop_file (the loop ends when it
 exists), and optionally ``kill`` or ``stall``: {"point": a crash point, "at": which
-occurrence}, where the process sends itself SIGKILL or SIGSTOP (after saying so).
+occurrence, counted from pass "passes" on}, where the process sends itself SIGKILL or
+SIGSTOP (after saying so).
 Prints one JSON line per event: a pass's reports, each trim, the kill or the stall.
 """
 
@@ -28,16 +29,18 @@ def main() -> None:
     conn = connect(spec["url"], prefix=spec["prefix"])
     remote = S3Remote(**spec["remote"], retries=2, backoff_s=0.01)
     hits: dict[str, int] = {}
+    passes = 0
     driver: Driver | None = None
 
     def hook(point: str) -> None:
+        nonlocal passes
         assert driver is not None
         queue = driver.folding
         if point == "after_trim":
             say("trim", queue=queue)
         for action, signum in (("kill", signal.SIGKILL), ("stall", signal.SIGSTOP)):
             fault = spec.get(action)
-            if fault and point == fault["point"]:
+            if fault and point == fault["point"] and passes >= fault.get("passes", 0):
                 hits[action] = hits.get(action, 0) + 1
                 if hits[action] == fault["at"]:
                     say(action, queue=queue)
@@ -50,6 +53,7 @@ def main() -> None:
         while not os.path.exists(spec["stop_file"]):
             reports = driver.fold_declared()
             say("pass", reports=[r.to_dict() for r in reports.values()])
+            passes += 1
             time.sleep(spec["interval_s"])
     finally:
         driver.close()
