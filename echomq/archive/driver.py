@@ -347,6 +347,12 @@ class Driver(StreamChecks, UploadSteps):
                     "(give the drivers one shared remote)")
         return f"its archive of record is {record}, which this driver does not write"
 
+    def lease_holder(self, queue: str) -> str | None:
+        """The name of the driver holding ``queue``'s fold lease now (None: free, or a
+        driver from before names were kept in the lease)."""
+        token = self.redis.get(self.conn.keys(queue).archive_lease)
+        return holder_name(None if token is None else str(token))
+
     def _name_holders(self, reports: dict[str, FoldReport]) -> None:
         """Fill ``held_by`` of the skipped queues from their lease tokens (one pipeline)."""
         skipped = [q for q, r in reports.items() if r.skipped is not None]

@@ -332,3 +332,25 @@ def test_a_lease_held_elsewhere_is_skipped_not_waited_for(
         assert time.monotonic() - started < 5  # no waiting for the lease
     assert (report.skipped is not None, report.held_by, report.entries) == (True, "host-9:42", 0)
     other.release()
+
+
+def test_emq_archive_fold_skips_a_held_queue_naming_its_holder(
+        rec: Recorder, server_url: str, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from echomq.cli.app import main
+
+    rec.add(2)
+    other = FoldLease(rec.conn.redis, rec.queue, 30_000, token="db-7:99/xyz").acquire()
+    try:
+        result = CliRunner().invoke(main, ["--url", server_url, "archive", "fold", rec.queue,
+                                          "--floor", str(tmp_path / "floor"), "--bucket", "",
+                                          "--json"], catch_exceptions=False)
+    finally:
+        other.release()
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)  # one JSON line per queue
+    assert (report["held_by"], report["entries"]) == ("db-7:99", 0) and report["skipped"]
+    assert f"skipped {rec.queue}: another driver holds its fold lease (db-7:99)" in \
+        result.stderr
+    assert rec.stream_ids() == rec.written_ids()
