@@ -286,7 +286,7 @@ class Driver(StreamChecks, UploadSteps):
         would be a private copy that never trims).
         """
         queues = declared_queues(self.conn)
-        share = fair_share(len(queues), self._roster.beat())
+        share = fair_share(len(queues), self.beat())
         declared = set(queues)
         for queue in [q for q in self._held if q not in declared]:  # undeclared since
             self._let_go(queue)
@@ -301,6 +301,12 @@ class Driver(StreamChecks, UploadSteps):
             reports[queue] = self._fold_shared(queue, mine, keep)
         self._name_holders(reports)
         return reports
+
+    def beat(self) -> int:
+        """Count this driver among the live ones now (``fold_declared`` does it each
+        pass); returns how many are alive. Drivers started together beat first, so none
+        takes every queue in its first pass."""
+        return self._roster.beat()
 
     def _fold_shared(self, queue: str, mine: bool, keep: bool) -> FoldReport:
         """One queue of ``fold_declared``: its report, the lease kept or given back."""
