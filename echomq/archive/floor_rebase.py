@@ -22,17 +22,17 @@ from echomq.archive.slices import SliceMeta
 class PendingRebase(FloorState):
     """Dropping a queue's unuploaded slices (mixed into :class:`~echomq.archive.Floor`)."""
 
-    def drop_pending(self, queue: str) -> str | None:
+    def drop_pending(self, queue: str) -> int:
         """Forget every slice of ``queue`` not yet uploaded, in one transaction, and move
-        the checkpoint back to the start of the first; returns that checkpoint (None:
-        nothing was pending). Only the driver holding the fold lease calls it, before it
-        pulls the remote's slices over the same range."""
+        the checkpoint back to the start of the first; returns how many went. Only the
+        driver holding the fold lease calls it, before it pulls the remote's slices over
+        the same range."""
         qk = _qk(queue)
 
-        def txn_fn(txn: Txn, dbs: Dbs) -> str | None:
+        def txn_fn(txn: Txn, dbs: Dbs) -> int:
             keys = [key for key, _ in self._scan(txn, dbs["pending"], qk)]
             if not keys:
-                return None
+                return 0
             metas = [SliceMeta.from_json(json.loads(cast(bytes, txn.get(k, db=dbs["slices"]))))
                      for k in keys]
             for key in keys:
@@ -45,6 +45,6 @@ class PendingRebase(FloorState):
                 state["accounted"] -= sum(m.count for m in metas)
             state["checkpoint"] = metas[0].prev
             self._save(txn, dbs, queue, state)
-            return metas[0].prev
+            return len(keys)
 
         return self._write(txn_fn)

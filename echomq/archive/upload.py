@@ -32,8 +32,8 @@ def superseded(meta: SliceMeta, manifest: Manifest | None) -> bool:
     remote's). Anything else is left to the upload, which refuses a diverging history."""
     if manifest is None or not id_lt(meta.prev, manifest.head):
         return False
-    if any(link == (meta.first, meta.last, meta.digest) for link in manifest.chain):
-        return False  # uploaded before a crash: the upload step marks it
+    if any(link[:2] == (meta.first, meta.last) for link in manifest.chain):
+        return False  # uploaded before a crash (or a differing history): the upload decides
     if meta.prev == ZERO_ID:
         return meta.prev_digest == GENESIS
     return any(link[1] == meta.prev and link[2] == meta.prev_digest
@@ -60,8 +60,7 @@ class UploadSteps:
         manifest = self.remote.read_manifest(queue)
         for meta in self.floor.pending_slices(queue):
             if superseded(meta, manifest):  # another driver folded this range meanwhile
-                tally.counts["dropped"] += 1
-                self.floor.drop_pending(queue)
+                tally.counts["dropped"] += self.floor.drop_pending(queue)
                 break
             content = decode_slice(self.floor.slice_bytes(meta), meta.ref)
             manifest = self._upload(content, manifest, lease, tally)
