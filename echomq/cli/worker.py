@@ -110,6 +110,11 @@ def scheduler(ctx: click.Context, queues: tuple[str, ...], interval_ms: int, max
     if not queues and not fold and not retention and not cron:
         raise click.UsageError(
             "nothing to schedule: give --cron, --queue, --fold and/or --retention")
+    lease_ms = fold_lease_ms or max(30_000, 2 * fold_interval_ms)
+    if fold and lease_ms <= fold_interval_ms:
+        raise click.UsageError(
+            f"--fold-lease-ms {lease_ms} must outlast --fold-interval-ms "
+            f"{fold_interval_ms}: a driver keeps its queues between passes")
     conn = connect(ctx)
     batch = BatchScheduler(conn)
     if cron:
@@ -124,11 +129,6 @@ def scheduler(ctx: click.Context, queues: tuple[str, ...], interval_ms: int, max
 
         # One driver for the scheduler's life: its passes share one fold lease token, so a
         # pass cut short by a server failure does not lock the next ones out.
-        lease_ms = fold_lease_ms or max(30_000, 2 * fold_interval_ms)
-        if lease_ms <= fold_interval_ms:
-            raise click.UsageError(
-                f"--fold-lease-ms {lease_ms} must outlast --fold-interval-ms "
-                f"{fold_interval_ms}: a driver keeps its queues between passes")
         driver = Driver(conn, floor, s3.build(), lease_ms=lease_ms, name=driver_name)
         batch.add_fold(driver.fold_declared, interval_ms=fold_interval_ms)
     done = threading.Event()

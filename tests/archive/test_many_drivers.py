@@ -354,3 +354,14 @@ def test_emq_archive_fold_skips_a_held_queue_naming_its_holder(
     assert f"skipped {rec.queue}: another driver holds its fold lease (db-7:99)" in \
         result.stderr
     assert rec.stream_ids() == rec.written_ids()
+
+
+def test_emq_scheduler_refuses_a_fold_lease_that_does_not_outlast_the_interval() -> None:
+    from click.testing import CliRunner
+
+    from echomq.cli.app import main
+
+    result = CliRunner().invoke(main, ["scheduler", "--fold", "--fold-interval-ms", "60000",
+                                       "--fold-lease-ms", "60000"])
+    assert result.exit_code == 2
+    assert "must outlast --fold-interval-ms 60000" in result.output
