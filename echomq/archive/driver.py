@@ -256,7 +256,7 @@ class Driver(StreamChecks, UploadSteps):
         end = self._stream_end(keys, queue)
         self._mark(queue, lease, tally)  # repairs a mark an earlier fold did not record
         manifest = self._sync(queue, lease, tally) if self.remote is not None else None
-        self._check_gap(keys, queue)
+        self._check_gap(keys, queue, lease)
         self._trim(queue, lease, tally)
         while end is not None:
             checkpoint = self.floor.checkpoint(queue)
@@ -265,7 +265,7 @@ class Driver(StreamChecks, UploadSteps):
             lease.renew()
             with _quiet_gc():
                 content = self._read_slice(keys, queue, checkpoint, end)
-                self._check_gap(keys, queue)  # after the read: it may have missed some
+                self._check_gap(keys, queue, lease)  # after the read: it may have missed some
                 if content is None:
                     break
                 self._commit(content, tally)

@@ -65,8 +65,8 @@ class UploadSteps:
             content = decode_slice(self.floor.slice_bytes(meta), meta.ref)
             manifest = self._upload(content, manifest, lease, tally)
         if manifest is not None and id_lt(self.floor.checkpoint(queue), manifest.head):
-            lease.renew()
-            slices, _ = pull(self.remote, self.floor, queue)
+            lease.renew()  # and again after every slice: a long catch-up keeps the queue
+            slices, _ = pull(self.remote, self.floor, queue, lambda _: lease.renew())
             tally.counts["pulled"] += slices
         return manifest
 
