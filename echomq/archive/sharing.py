@@ -51,6 +51,7 @@ class Roster:
         self.key = archive_drivers(conn.prefix)
         self.name = name
         self.ttl_ms = ttl_ms
+        self.joined = False
 
     def beat(self) -> int:
         """Renew this driver's entry, drop lapsed ones; how many drivers are alive."""
@@ -60,11 +61,15 @@ class Roster:
         pipe.zadd(self.key, {self.name: now + self.ttl_ms})
         pipe.zremrangebyscore(self.key, "-inf", now)
         pipe.zcard(self.key)
-        return max(1, int(pipe.execute()[-1]))
+        alive = max(1, int(pipe.execute()[-1]))
+        self.joined = True
+        return alive
 
     def leave(self) -> None:
         """Stop counting this driver (a clean stop; a dead one lapses on its own)."""
-        self.redis.zrem(self.key, self.name)
+        if self.joined:
+            self.redis.zrem(self.key, self.name)
+            self.joined = False
 
     def live(self) -> list[str]:
         """The names of the drivers whose beat has not lapsed."""
