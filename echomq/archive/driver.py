@@ -58,6 +58,7 @@ from echomq.errors import (
     ConnectionFailed,
     InvalidArgument,
     LeaseHeld,
+    LeaseLost,
     NotArchiveOfRecord,
     NotDeclared,
     StreamUnavailable,
@@ -180,6 +181,7 @@ class Driver(StreamChecks, UploadSteps):
         self._lease_token = f"{self.name}/{uuid.uuid4().hex}"
         self._folding = threading.Lock()
         self._held: list[str] = []  # queues whose lease fold_declared keeps between passes
+        self._renewed = time.monotonic()
         self.folding: str | None = None
         """The queue being folded now (for a hook, a log line)."""
         self._roster = Roster(conn, self.name, lease_ms)
@@ -292,6 +294,7 @@ class Driver(StreamChecks, UploadSteps):
             self._let_go(queue)
         reports: dict[str, FoldReport] = {}
         for queue in self._order(queues):
+            self._keep_held()
             mine = queue in self._held
             if not mine and len(self._held) >= share:
                 reports[queue] = FoldReport(queue, skipped=(
@@ -330,6 +333,22 @@ class Driver(StreamChecks, UploadSteps):
         elif not keep:
             self._forget(queue)
         return report
+
+    def _keep_held(self) -> None:
+        """Renew every kept lease once a third of a lease has gone by, so a pass longer
+        than the lease does not let this driver's other queues lapse to other floors."""
+        now = time.monotonic()
+        if now - self._renewed < self.lease_ms / 3000:
+            return
+        self._renewed = now
+        for queue in list(self._held):
+            try:
+                FoldLease(self.redis, queue, self.lease_ms, token=self._lease_token,
+                          url=self.conn.url, prefix=self.conn.prefix).renew()
+            except LeaseLost:
+                self._forget(queue)
+            except _REDIS_FAILED:
+                return  # the folds of this pass report the failure, queue by queue
 
     def _order(self, queues: list[str]) -> list[str]:
         """The queues this driver holds first (in the order it took them), then the
