@@ -289,6 +289,7 @@ class Driver(StreamChecks, UploadSteps):
         """
         queues = declared_queues(self.conn)
         share = fair_share(len(queues), self.beat())
+        self._renewed = time.monotonic()
         declared = set(queues)
         for queue in [q for q in self._held if q not in declared]:  # undeclared since
             self._let_go(queue)
@@ -335,12 +336,15 @@ class Driver(StreamChecks, UploadSteps):
         return report
 
     def _keep_held(self) -> None:
-        """Renew every kept lease once a third of a lease has gone by, so a pass longer
-        than the lease does not let this driver's other queues lapse to other floors."""
+        """Renew every kept lease and this driver's beat once a third of a lease has gone
+        by, so a pass longer than the lease neither lets this driver's other queues lapse
+        to other floors nor has the others count it gone."""
         now = time.monotonic()
         if now - self._renewed < self.lease_ms / 3000:
             return
         self._renewed = now
+        with suppress(*_REDIS_FAILED):
+            self.beat()
         for queue in list(self._held):
             try:
                 FoldLease(self.redis, queue, self.lease_ms, token=self._lease_token,
