@@ -17,6 +17,7 @@ SECTIONS = {
     "consumer": ("bench_consumer", "main"),
     "archive": ("bench_archive", "rows"),
     "retention": ("bench_retention", "rows"),
+    "drivers": ("bench_drivers", "rows"),
     "bulk": ("bench_bulk", "rows"),
     "metrics": ("bench_metrics", "rows"),
     "web": ("bench_web", "rows"),

@@ -32,6 +32,7 @@ import os
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
@@ -47,6 +48,13 @@ from echomq.archive.manifest import Manifest
 from echomq.archive.quiet_gc import quiet_gc
 from echomq.archive.remote import Remote
 from echomq.archive.report import ArchiveReport
+from echomq.archive.sharing import (
+    Roster,
+    check_driver_name,
+    default_name,
+    fair_share,
+    holder_name,
+)
 from echomq.archive.slices import ZERO_ID, RawItem, SliceContent, build_slice
 from echomq.archive.stream_checks import StreamChecks
 from echomq.archive.upload import UploadSteps
@@ -54,6 +62,8 @@ from echomq.errors import (
     ArchiveError,
     ConnectionFailed,
     InvalidArgument,
+    LeaseHeld,
+    LeaseLost,
     NotArchiveOfRecord,
     NotDeclared,
     StreamUnavailable,
@@ -81,29 +91,37 @@ CRASH_POINTS = ("after_floor_commit", "during_upload", "before_manifest", "after
 
 @dataclass(slots=True)
 class FoldReport(ArchiveReport):
-    """What one fold did. ``entries`` counts every new stream entry, quarantined included."""
+    """What one fold did. ``entries`` counts every new stream entry, quarantined included.
+
+    ``pulled`` counts slices taken from the remote (another driver folded them),
+    ``dropped`` this floor's unuploaded slices that another driver's replaced. A queue
+    ``fold_declared`` left alone has ``skipped`` (why) and ``held_by`` (the driver
+    holding its lease, when one does)."""
 
     uploaded: int = 0
     pulled: int = 0
+    dropped: int = 0
     trimmed: int = 0
     checkpoint: str = ZERO_ID
     seconds: float = 0.0
     error: str | None = None
     trim_refused: str | None = None
+    skipped: str | None = None
+    held_by: str | None = None
 
 
 class _Tally:
     def __init__(self, queue: str) -> None:
         self.queue = queue
         self.counts = dict.fromkeys(("entries", "quarantined", "slices", "uploaded", "pulled",
-                                     "trimmed"), 0)
+                                     "dropped", "trimmed"), 0)
         self.started = time.perf_counter()
         self.trim_refused: str | None = None
         self.trimmed_through: str | None = None
         self.record_checked = False
 
     def freeze(self, checkpoint: str, error: str | None = None) -> FoldReport:
-        return FoldReport(self.queue, **self.counts, checkpoint=checkpoint,
+        return FoldReport(self.queue, **self.counts, checkpoint=checkpoint,  # type: ignore[arg-type]
                           seconds=time.perf_counter() - self.started, error=error,
                           trim_refused=self.trim_refused)
 
@@ -113,7 +131,8 @@ class Driver(StreamChecks, UploadSteps):
 
     ``slice_count`` and ``slice_bytes`` bound one slice (its object and its LMDB
     transaction). ``lease_ms`` is the fold lease; with ``wait_ms`` > 0 a held lease is
-    waited for, otherwise :class:`~echomq.errors.LeaseHeld` is raised at once.
+    waited for, otherwise :class:`~echomq.errors.LeaseHeld` is raised at once. ``name``
+    says who holds a lease in other drivers' reports (default ``host:pid``).
     """
 
     def __init__(
@@ -128,11 +147,12 @@ class Driver(StreamChecks, UploadSteps):
         wait_ms: int = 0,
         hook: Callable[[str], None] | None = None,
         compress_level: int = 1,
+        name: str | None = None,
     ) -> None:
-        for name, value in (("slice_count", slice_count), ("slice_bytes", slice_bytes),
+        for what, value in (("slice_count", slice_count), ("slice_bytes", slice_bytes),
                             ("lease_ms", lease_ms)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise InvalidArgument(f"{name} must be a positive integer, got {value!r}")
+                raise InvalidArgument(f"{what} must be a positive integer, got {value!r}")
         self.conn = conn
         self.redis = conn.redis
         # The same pool, minus redis-py's per-entry reply parsing: XRANGE is the hot read.
@@ -149,12 +169,30 @@ class Driver(StreamChecks, UploadSteps):
         self.wait_ms = wait_ms
         self.hook = hook
         self.compress_level = compress_level
-        self._lease_token = uuid.uuid4().hex
+        self.name = check_driver_name(name) if name is not None else default_name()
+        self._lease_token = f"{self.name}/{uuid.uuid4().hex}"
         self._folding = threading.Lock()
+        self._held: list[str] = []  # queues whose lease fold_declared keeps between passes
+        self._renewed = time.monotonic()
+        self.folding: str | None = None
+        """The queue being folded now (for a hook, a log line)."""
+        self._roster = Roster(conn, self.name, lease_ms)
 
     def close(self) -> None:
+        """Give back the leases ``fold_declared`` kept, so other drivers take the queues
+        at once, and leave the roster; then close the floor (when opened here)."""
+        with suppress(*_REDIS_FAILED):
+            for queue in list(self._held):
+                self._let_go(queue)
+            self._roster.leave()
         if self._owns_floor:
             self.floor.close()
+
+    def __enter__(self) -> Driver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- the fold -------------------------------------------------------------------------
 
@@ -169,22 +207,31 @@ class Driver(StreamChecks, UploadSteps):
         share one lease token, so a fold whose lease release was lost to a server failure
         does not lock this driver's next fold out.
         """
+        return self._fold(queue, keep_lease=False, wait_ms=self.wait_ms)
+
+    def _fold(self, queue: str, *, keep_lease: bool, wait_ms: int) -> FoldReport:
+        """The fold; ``keep_lease`` keeps the lease after a fold that went through (it
+        lapses on its own unless the next pass renews it)."""
         keys = self.conn.keys(queue)
         tally = _Tally(queue)
         try:
             with self._folding:
+                self.folding = queue
                 if not is_declared(self.conn, queue):
                     raise NotDeclared(f"the outcome stream of {queue!r} is not declared; "
                                       "declare it before archiving (it is never trimmed "
                                       "otherwise)")
-                lease = FoldLease(self.redis, queue, self.lease_ms, self.wait_ms,
+                lease = FoldLease(self.redis, queue, self.lease_ms, wait_ms,
                                   token=self._lease_token, url=self.conn.url,
                                   prefix=self.conn.prefix).acquire()
+                done = False
                 try:
                     self._fold_slices(keys, queue, lease, tally)
+                    done = True
                 finally:
-                    with suppress(*_REDIS_FAILED):  # never mask the fold's own error
-                        lease.release()
+                    if not (done and keep_lease):
+                        with suppress(*_REDIS_FAILED):  # never mask the fold's own error
+                            lease.release()
         except _REDIS_FAILED as exc:
             error = StreamUnavailable(f"the Redis server failed while folding {queue!r} "
                                       f"(nothing unsafe was trimmed): {exc}")
@@ -204,7 +251,7 @@ class Driver(StreamChecks, UploadSteps):
             end = self._stream_end(keys, queue)
             self._mark(queue, lease, tally)  # repairs a mark an earlier fold did not record
             manifest = self._sync(queue, lease, tally) if self.remote is not None else None
-            self._check_gap(keys, queue)
+            self._check_gap(keys, queue, lease)
             self._trim(queue, lease, tally)
             if self.remote is None:
                 self._fold_to_floor(keys, queue, end, lease, tally)
@@ -226,7 +273,7 @@ class Driver(StreamChecks, UploadSteps):
             lease.renew()
             with quiet_gc():
                 content = self._read_slice(keys, queue, checkpoint, end)
-                self._check_gap(keys, queue)  # after the read: it may have missed some
+                self._check_gap(keys, queue, lease)  # after the read: it may have missed some
                 if content is None:
                     break
                 self._commit(content, tally)
@@ -248,7 +295,7 @@ class Driver(StreamChecks, UploadSteps):
                 lease.renew()
                 with quiet_gc():
                     content = self._read_slice(keys, queue, checkpoint, end)
-                    self._check_gap(keys, queue)  # after the read: it may have missed some
+                    self._check_gap(keys, queue, lease)  # after the read: it may have missed some
             if uploading is not None:  # the slice before: uploaded and listed, so trimmed
                 manifest = uploading.result()
                 uploading = None
@@ -261,17 +308,132 @@ class Driver(StreamChecks, UploadSteps):
             uploading = uploader.submit(self._upload, content, manifest, lease, tally)
 
     def fold_declared(self) -> dict[str, FoldReport]:
-        """Fold every declared queue once; a queue that fails is reported with ``error``
-        set (and logged) and the others still fold."""
+        """Fold once every declared queue this driver may take, never waiting for a lease;
+        a queue that fails is reported with ``error`` set (and logged) and the others
+        still fold.
+
+        Many drivers share the declared queues (see :mod:`echomq.archive.sharing`): this
+        one keeps the leases of the queues it folds between passes, up to its fair share,
+        and leaves alone (``skipped``, ``held_by``) a queue another driver holds, one past
+        its share, and one whose archive of record it does not write (its folds there
+        would be a private copy that never trims).
+        """
+        queues = declared_queues(self.conn)
+        share = fair_share(len(queues), self.beat())
+        self._renewed = time.monotonic()
+        declared = set(queues)
+        for queue in [q for q in self._held if q not in declared]:  # undeclared since
+            self._let_go(queue)
         reports: dict[str, FoldReport] = {}
-        for queue in declared_queues(self.conn):
-            try:
-                reports[queue] = self.fold(queue)
-            except ArchiveError as exc:
-                log.warning("archive fold of %r failed: %s", queue, exc)
-                reports[queue] = getattr(exc, "report", None) or FoldReport(queue,
-                                                                             error=repr(exc))
+        for queue in self._order(queues):
+            self._keep_held()
+            mine = queue in self._held
+            if not mine and len(self._held) >= share:
+                reports[queue] = FoldReport(queue, skipped=(
+                    f"this driver keeps its fair share, {share} of {len(queues)} queues"))
+                continue
+            keep = self._held.index(queue) < share if mine else True
+            reports[queue] = self._fold_shared(queue, mine, keep)
+        self._name_holders(reports)
         return reports
+
+    def beat(self) -> int:
+        """Count this driver among the live ones now (``fold_declared`` does it each
+        pass); returns how many are alive. Drivers started together beat first, so none
+        takes every queue in its first pass."""
+        return self._roster.beat()
+
+    def _fold_shared(self, queue: str, mine: bool, keep: bool) -> FoldReport:
+        """One queue of ``fold_declared``: its report, the lease kept or given back."""
+        try:
+            reason = None if mine else self._not_ours(queue)
+            if reason is not None:
+                return FoldReport(queue, skipped=reason)
+            report = self._fold(queue, keep_lease=keep, wait_ms=0)
+        except LeaseHeld:
+            self._forget(queue)
+            return FoldReport(queue, skipped="another driver holds its fold lease")
+        except (ArchiveError, *_REDIS_FAILED) as exc:
+            self._forget(queue)
+            log.warning("archive fold of %r failed: %s", queue, exc)
+            if not isinstance(exc, ArchiveError):
+                exc = StreamUnavailable(f"the Redis server failed before folding {queue!r}: "
+                                        f"{exc}")
+            return getattr(exc, "report", None) or FoldReport(queue, error=repr(exc))
+        if keep and queue not in self._held:
+            self._held.append(queue)
+        elif not keep:
+            self._forget(queue)
+        return report
+
+    def _keep_held(self) -> None:
+        """Renew every kept lease and this driver's beat once a third of a lease has gone
+        by, so a pass longer than the lease neither lets this driver's other queues lapse
+        to other floors nor has the others count it gone."""
+        now = time.monotonic()
+        if now - self._renewed < self.lease_ms / 3000:
+            return
+        self._renewed = now
+        with suppress(*_REDIS_FAILED):
+            self.beat()
+        for queue in list(self._held):
+            try:
+                FoldLease(self.redis, queue, self.lease_ms, token=self._lease_token,
+                          url=self.conn.url, prefix=self.conn.prefix).renew()
+            except LeaseLost:
+                self._forget(queue)
+            except _REDIS_FAILED:
+                return  # the folds of this pass report the failure, queue by queue
+
+    def _order(self, queues: list[str]) -> list[str]:
+        """The queues this driver holds first (in the order it took them), then the
+        others from a place of its own, so drivers started together try different ones."""
+        held = [q for q in self._held if q in queues]
+        others = [q for q in queues if q not in self._held]
+        if others:
+            start = zlib.crc32(self._lease_token.encode()) % len(others)
+            others = others[start:] + others[:start]
+        return held + others
+
+    def _not_ours(self, queue: str) -> str | None:
+        """Why this driver leaves ``queue`` to others: its archive of record is one this
+        driver does not write (None: it may fold it)."""
+        record = archive_of_record(self.conn, queue)
+        if record is None or record in self._archives():
+            return None
+        if self.remote is None and record.startswith("floor:"):
+            return (f"its archive of record is {record}, another driver's floor; a driver "
+                    "without a remote cannot take a queue over from another floor "
+                    "(give the drivers one shared remote)")
+        return f"its archive of record is {record}, which this driver does not write"
+
+    def lease_holder(self, queue: str) -> str | None:
+        """The name of the driver holding ``queue``'s fold lease now (None: free, or a
+        driver from before names were kept in the lease)."""
+        token = self.redis.get(self.conn.keys(queue).archive_lease)
+        return holder_name(None if token is None else str(token))
+
+    def _name_holders(self, reports: dict[str, FoldReport]) -> None:
+        """Fill ``held_by`` of the skipped queues from their lease tokens (one pipeline)."""
+        skipped = [q for q, r in reports.items() if r.skipped is not None]
+        if not skipped:
+            return
+        pipe = self.redis.pipeline(transaction=False)
+        for queue in skipped:
+            pipe.get(self.conn.keys(queue).archive_lease)
+        with suppress(*_REDIS_FAILED):
+            for queue, token in zip(skipped, pipe.execute(), strict=True):
+                reports[queue].held_by = holder_name(token)
+
+    def _let_go(self, queue: str) -> None:
+        """Give back a lease ``fold_declared`` kept."""
+        self._forget(queue)
+        FoldLease(self.redis, queue, self.lease_ms, token=self._lease_token,
+                  url=self.conn.url, prefix=self.conn.prefix).release()
+
+    def _forget(self, queue: str) -> None:
+        with suppress(ValueError):
+            self._held.remove(queue)
 
     def _checkpoint_or_unknown(self, queue: str) -> str:
         """The checkpoint for a failure's report; a floor that fails to read is no reason

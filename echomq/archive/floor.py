@@ -41,6 +41,7 @@ from echomq.archive.floor_format import FloorFormat
 from echomq.archive.floor_gaps import Gap as Gap
 from echomq.archive.floor_gaps import GapBaseline as GapBaseline
 from echomq.archive.floor_gaps import GapLedger, _gap
+from echomq.archive.floor_rebase import PendingRebase
 from echomq.archive.floor_state import _qk
 from echomq.archive.lmdbstore import Dbs, FloorError, FloorFull, Txn
 from echomq.archive.slices import ZERO_ID, RawItem, SliceContent, SliceMeta, build_slice
@@ -146,7 +147,7 @@ def _put(txn: Txn, db: Any, pairs: Pairs, *, in_order: bool) -> int:
     return added
 
 
-class Floor(GapLedger, DigestChain, FloorFormat):
+class Floor(GapLedger, DigestChain, FloorFormat, PendingRebase):
     """The LMDB floor at ``path`` (a directory, created when missing).
 
     ``map_size`` is only the starting size: the map doubles whenever a commit needs more.

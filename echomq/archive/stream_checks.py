@@ -15,6 +15,7 @@ import redis
 
 from echomq.archive.entries import MAX_U64, id_key, id_lt, parse_stream_id
 from echomq.archive.floor import Floor, GapBaseline
+from echomq.archive.fold_lease import FoldLease
 from echomq.archive.slices import ZERO_ID
 from echomq.errors import StreamGap, StreamRewound
 from echomq.queue.keys import Keys
@@ -47,10 +48,12 @@ class StreamChecks:
         last = info.get("last-entry")
         return str(last[0]) if last else None
 
-    def _check_gap(self, keys: Keys, queue: str) -> None:
+    def _check_gap(self, keys: Keys, queue: str, lease: FoldLease | None = None) -> None:
         """Stop with :class:`StreamGap` (recorded in the floor) when entries after the
         checkpoint left the stream unfolded. Our own trims never pass the checkpoint, so
-        they never look like a gap."""
+        they never look like a gap; nor do another driver's, taken over while this one
+        stalled past its ``lease``: the lease is renewed before a gap is recorded, and a
+        lost one raises ``LeaseLost`` instead."""
         try:
             info = self.redis.xinfo_stream(keys.completions)
         except redis.ResponseError:
@@ -62,6 +65,8 @@ class StreamChecks:
         if loss is None:
             self._anchor(queue, info, base)
             return
+        if lease is not None:
+            lease.renew()  # held throughout: no other driver trimmed meanwhile
         upto, count = loss
         if count is None and base.accounted is not None:
             count = (int(info["entries-added"]) - base.accounted - int(info["length"])

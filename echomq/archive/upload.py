@@ -17,11 +17,27 @@ from echomq.archive.fold_lease import FoldLease
 from echomq.archive.manifest import Manifest, next_manifest
 from echomq.archive.remote import ManifestConflict, Remote
 from echomq.archive.restore import pull
-from echomq.archive.slices import ZERO_ID, SliceContent, decode_slice
+from echomq.archive.slices import GENESIS, ZERO_ID, SliceContent, SliceMeta, decode_slice
 from echomq.errors import RemoteConflict
 
 if TYPE_CHECKING:
     from echomq.archive.driver import _Tally
+
+
+def superseded(meta: SliceMeta, manifest: Manifest | None) -> bool:
+    """Whether the remote's chain already covers this unuploaded slice's range with other
+    slices (another driver folded the queue while this floor's slice waited): the chain
+    runs past the slice's start, does not list it, and the slice starts on the chain at a
+    link with the very digest it chains from (so this floor's uploaded history is the
+    remote's). Anything else is left to the upload, which refuses a diverging history."""
+    if manifest is None or not id_lt(meta.prev, manifest.head):
+        return False
+    if any(link[:2] == (meta.first, meta.last) for link in manifest.chain):
+        return False  # uploaded before a crash (or a differing history): the upload decides
+    if meta.prev == ZERO_ID:
+        return meta.prev_digest == GENESIS
+    return any(link[1] == meta.prev and link[2] == meta.prev_digest
+               for link in manifest.chain)
 
 
 class UploadSteps:
@@ -43,11 +59,14 @@ class UploadSteps:
         assert self.remote is not None
         manifest = self.remote.read_manifest(queue)
         for meta in self.floor.pending_slices(queue):
+            if superseded(meta, manifest):  # another driver folded this range meanwhile
+                tally.counts["dropped"] += self.floor.drop_pending(queue)
+                break
             content = decode_slice(self.floor.slice_bytes(meta), meta.ref)
             manifest = self._upload(content, manifest, lease, tally)
         if manifest is not None and id_lt(self.floor.checkpoint(queue), manifest.head):
-            lease.renew()
-            slices, _ = pull(self.remote, self.floor, queue)
+            lease.renew()  # and again after every slice: a long catch-up keeps the queue
+            slices, _ = pull(self.remote, self.floor, queue, lambda _: lease.renew())
             tally.counts["pulled"] += slices
         return manifest
 

@@ -29,7 +29,7 @@ from echomq.archive.floor import Floor, Gap
 from echomq.archive.restore import restore, verify
 from echomq.cli.app import connect
 from echomq.cli.remote import RemoteSettings, remote_options
-from echomq.errors import EchoMQError
+from echomq.errors import EchoMQError, LeaseHeld
 from echomq.queue.declared import declare, declared_queues, undeclare
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -165,7 +165,10 @@ def undeclare_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None) 
 @click.pass_context
 def fold_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None, floor_path: str,
              s3: RemoteSettings, slice_count: int, as_json: bool) -> None:
-    """Fold QUEUES (default: every declared queue) into the floor and the remote."""
+    """Fold QUEUES (default: every declared queue) into the floor and the remote.
+
+    A queue whose fold lease another driver holds is skipped at once, never waited for,
+    and named with its holder (not a failure). Exits 1 when any fold failed."""
     conn = connect(ctx, url)
     remote = s3.build()
     reports: list[FoldReport] = []
@@ -182,6 +185,9 @@ def fold_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None, floor
             for queue in names:
                 try:
                     reports.append(driver.fold(queue))
+                except LeaseHeld:
+                    reports.append(FoldReport(queue, skipped="another driver holds its "
+                                              "fold lease", held_by=driver.lease_holder(queue)))
                 except EchoMQError as exc:
                     reports.append(getattr(exc, "report", None)
                                    or FoldReport(queue, error=repr(exc)))
@@ -190,6 +196,10 @@ def fold_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None, floor
 
     _guard(run)
     _emit(as_json, [r.to_dict() for r in reports], "fold")
+    for report in reports:
+        if report.skipped:
+            click.echo(f"skipped {report.queue}: {report.skipped}"
+                       + (f" ({report.held_by})" if report.held_by else ""), err=True)
     failed = [r for r in reports if r.error]
     for report in failed:
         click.echo(f"fold of {report.queue} failed: {report.error}", err=True)

@@ -82,6 +82,13 @@ def worker(ctx: click.Context, handler: str, queue: str, concurrency: int, lease
               help="How often to look for due cron fires.")
 @click.option("--fold/--no-fold", default=False, help="Also fold every declared stream.")
 @click.option("--fold-interval-ms", default=60_000, show_default=True)
+@click.option("--fold-lease-ms", type=int, default=None,
+              help="The fold lease, kept between passes by a driver sharing the declared "
+              "queues with others; a dead driver's queues move on within it. Default: "
+              "twice --fold-interval-ms, at least 30 s; refused below the interval.")
+@click.option("--driver-name", default=None,
+              help="How other drivers name this one when it holds a queue (default "
+              "host:pid).")
 @click.option("--floor", default=".echomq/floor", show_default=True,
               help="The LMDB floor; the remote comes from --bucket and the other S3 "
               "options (EMQ_S3_*; no bucket: floor only).")
@@ -95,16 +102,23 @@ def worker(ctx: click.Context, handler: str, queue: str, concurrency: int, lease
 @click.pass_context
 def scheduler(ctx: click.Context, queues: tuple[str, ...], interval_ms: int, max_stalled: int,
               cron: bool, cron_interval_ms: int, fold: bool, fold_interval_ms: int,
-              floor: str, retention: bool, retention_interval_ms: int,
-              prune_interval_ms: int, s3: RemoteSettings) -> None:
+              fold_lease_ms: int | None, driver_name: str | None, floor: str,
+              retention: bool, retention_interval_ms: int, prune_interval_ms: int,
+              s3: RemoteSettings) -> None:
     """Run the cron schedules, the stalled sweep, the archive fold and retention on
     APScheduler until interrupted. Refuses to start with nothing to schedule (--no-cron,
-    --no-retention, no --queue, no --fold)."""
+    --no-retention, no --queue, no --fold), and a fold lease no longer than the fold
+    interval. Several schedulers with --fold share the declared queues."""
     from echomq.jobs.scheduler import BatchScheduler
 
     if not queues and not fold and not retention and not cron:
         raise click.UsageError(
             "nothing to schedule: give --cron, --queue, --fold and/or --retention")
+    lease_ms = fold_lease_ms or max(30_000, 2 * fold_interval_ms)
+    if fold and lease_ms <= fold_interval_ms:
+        raise click.UsageError(
+            f"--fold-lease-ms {lease_ms} must outlast --fold-interval-ms "
+            f"{fold_interval_ms}: a driver keeps its queues between passes")
     conn = connect(ctx)
     batch = BatchScheduler(conn)
     if cron:
@@ -121,7 +135,7 @@ def scheduler(ctx: click.Context, queues: tuple[str, ...], interval_ms: int, max
         # pass cut short by a server failure does not lock the next ones out.
         from echomq.archive.prune import prune_declared
 
-        driver = Driver(conn, floor, s3.build())
+        driver = Driver(conn, floor, s3.build(), lease_ms=lease_ms, name=driver_name)
         batch.add_fold(driver.fold_declared, interval_ms=fold_interval_ms)
         batch.add_fold(partial(prune_declared, conn, driver.floor, driver.remote),
                        interval_ms=prune_interval_ms, name="prune")

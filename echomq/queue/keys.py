@@ -56,6 +56,12 @@ def retained_set(prefix: str = PREFIX) -> str:
     return check_prefix(prefix) + ":retained"
 
 
+def archive_drivers(prefix: str = PREFIX) -> str:
+    """The live archive drivers of ``prefix`` (a sorted set scored by when each one's
+    heartbeat lapses, server ms): how many share the declared queues."""
+    return check_prefix(prefix) + ":archive-drivers"
+
+
 def cron_set(prefix: str = PREFIX) -> str:
     """Every queue of ``prefix`` that has cron schedules: what a scheduler walks (no SCAN)."""
     return check_prefix(prefix) + ":cron"
