@@ -193,14 +193,18 @@ def connect(
     conn = Connection(client, url=url, executor=executor, payload_limit=payload_limit,
                       prefix=prefix, cluster=cluster)
     if check:
-        try:
-            client.ping()
-        except redis.ConnectionError as exc:
-            client.close()
-            raise ConnectionFailed(
-                f"cannot reach Redis/Valkey at {redact_url(url)}: {exc}"
-            ) from exc
+        _ping(client, f"cannot reach Redis/Valkey at {redact_url(url)}")
     return conn
+
+
+def _ping(client: redis.Redis, failure: str) -> None:
+    """Reach the server once, so a bad address fails at connect with ``failure``, not at
+    the first verb."""
+    try:
+        client.ping()
+    except redis.ConnectionError as exc:
+        client.close()
+        raise ConnectionFailed(f"{failure}: {exc}") from exc
 
 
 def _connect_sentinel(url: str, executor: ExecutorName, *, payload_limit: int, check: bool,
@@ -212,12 +216,7 @@ def _connect_sentinel(url: str, executor: ExecutorName, *, payload_limit: int, c
     conn = Connection(client, url=url, executor=executor, payload_limit=payload_limit,
                       prefix=prefix)
     if check:
-        try:
-            client.ping()
-        except redis.ConnectionError as exc:
-            client.close()
-            raise ConnectionFailed(
-                f"cannot reach the primary through {redact_url(url)}: {exc}") from exc
+        _ping(client, f"cannot reach the primary through {redact_url(url)}")
     return conn
 
 

@@ -11,7 +11,6 @@ with its owner (``PR_SET_PDEATHSIG``).
 from __future__ import annotations
 
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -22,7 +21,7 @@ from typing import Self
 import redis
 
 from echomq.errors import ConnectionFailed
-from echomq.servers.process import free_port
+from echomq.servers.process import free_port, run_in_foreground
 from echomq.servers.valkey import EmbeddedValkey, probe, valkey_binary
 
 PRIMARIES = 3
@@ -156,6 +155,10 @@ class LocalCluster:
         for node in self.nodes:
             node.stop()
 
+    def running(self) -> bool:
+        """True while any node runs."""
+        return any(node.running() for node in self.nodes)
+
     def cleanup(self) -> None:
         for node in self.nodes:
             node.cleanup()
@@ -173,20 +176,8 @@ class LocalCluster:
 def main() -> None:
     """``python -m echomq.servers.cluster [DIR]``: run a local Cluster in the foreground
     until Ctrl-C or SIGTERM, then stop it."""
-    def on_term(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)  # stop the nodes too, not just this launcher
     cluster = LocalCluster(sys.argv[1] if len(sys.argv) > 1 else None)
-    with cluster:
-        print(cluster.url, flush=True)
-        for node in cluster.nodes:
-            print(f"  {node.address}", flush=True)
-        try:
-            while any(n.running() for n in cluster.nodes):
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            pass
+    run_in_foreground(cluster, lambda: [cluster.url, *(f"  {n.address}" for n in cluster.nodes)])
 
 
 if __name__ == "__main__":

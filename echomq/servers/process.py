@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Self
+from typing import IO, Protocol, Self
 
 from echomq.errors import EchoMQError, LauncherError
 
@@ -205,21 +205,32 @@ class ServerProcess:
         self.cleanup()
 
 
-def run_in_foreground(server: ServerProcess, banner: Callable[[], list[str]]) -> None:
-    """Start ``server``, print ``banner()``, and run until Ctrl-C or SIGTERM, then stop
-    it (it never outlives its launcher by design)."""
+class Foreground(Protocol):
+    """What :func:`run_in_foreground` runs: one server or a deployment of several."""
+
+    def start(self) -> object: ...
+
+    def running(self) -> bool: ...
+
+    def cleanup(self) -> None: ...
+
+
+def run_in_foreground(server: Foreground, banner: Callable[[], list[str]]) -> None:
+    """Start ``server``, print ``banner()``, and run until Ctrl-C, SIGTERM or the server's
+    own end, then stop it and remove the folder it made (it never outlives its launcher
+    by design)."""
 
     def on_term(_signum: int, _frame: object) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)  # stop the server too, not just this launcher
-    server.start()
-    for line in banner():
-        print(line, flush=True)
     try:
+        server.start()
+        for line in banner():
+            print(line, flush=True)
         while server.running():
             time.sleep(0.5)
     except KeyboardInterrupt:
         pass
     finally:
-        server.stop()
+        server.cleanup()

@@ -12,7 +12,6 @@ takes.
 from __future__ import annotations
 
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -23,7 +22,7 @@ from typing import Any, Self
 import redis
 
 from echomq.errors import ConnectionFailed
-from echomq.servers.process import ServerProcess, free_port
+from echomq.servers.process import ServerProcess, free_port, run_in_foreground
 from echomq.servers.valkey import EmbeddedValkey, answers_as, probe, valkey_binary
 
 SERVICE = "echomq"
@@ -234,6 +233,10 @@ class LocalSentinel:
         for process in [*self.sentinels, *self.servers]:
             process.stop()
 
+    def running(self) -> bool:
+        """True while any sentinel runs."""
+        return any(sentinel.running() for sentinel in self.sentinels)
+
     def cleanup(self) -> None:
         for process in [*self.sentinels, *self.servers]:
             process.cleanup()
@@ -252,20 +255,9 @@ class LocalSentinel:
 def main() -> None:
     """``python -m echomq.servers.sentinel [DIR]``: run a primary, a replica and three
     sentinels in the foreground until Ctrl-C or SIGTERM, then stop them."""
-    def on_term(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
     local = LocalSentinel(sys.argv[1] if len(sys.argv) > 1 else None)
-    with local:
-        print(local.url, flush=True)
-        for server in local.servers:
-            print(f"  data {server.where()}", flush=True)
-        try:
-            while any(s.running() for s in local.sentinels):
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            pass
+    run_in_foreground(local, lambda: [local.url,
+                                      *(f"  data {s.where()}" for s in local.servers)])
 
 
 if __name__ == "__main__":
