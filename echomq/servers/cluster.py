@@ -10,10 +10,8 @@ with its owner (``PR_SET_PDEATHSIG``).
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Self
@@ -21,7 +19,7 @@ from typing import Self
 import redis
 
 from echomq.errors import ConnectionFailed
-from echomq.servers.process import free_port, run_in_foreground
+from echomq.servers.process import Deployment, ServerProcess, free_port, run_in_foreground
 from echomq.servers.valkey import EmbeddedValkey, probe, valkey_binary
 
 PRIMARIES = 3
@@ -58,15 +56,14 @@ class ClusterNode(EmbeddedValkey):
         return f"{self.host}:{self.port}"
 
 
-class LocalCluster:
+class LocalCluster(Deployment):
     """Six nodes joined into one Cluster; a context manager that returns once every
     node says ``cluster_state:ok`` and knows all 16384 slots."""
 
     def __init__(self, data_dir: str | Path | None = None, *, primaries: int = PRIMARIES,
                  replicas: int = REPLICAS_PER_PRIMARY,
                  node_timeout_ms: int = NODE_TIMEOUT_MS) -> None:
-        self._owned = data_dir is None
-        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="emq-cluster-")).resolve()
+        super().__init__(data_dir, "emq-cluster-")
         self.primaries = primaries
         self.replicas = replicas
         self.node_timeout_ms = node_timeout_ms
@@ -151,26 +148,15 @@ class LocalCluster:
                 client.close()
         return found
 
-    def stop(self) -> None:
-        for node in self.nodes:
-            node.stop()
+    def processes(self) -> list[ServerProcess]:
+        return list(self.nodes)
+
+    def _forget_processes(self) -> None:
+        self.nodes = []
 
     def running(self) -> bool:
         """True while any node runs."""
         return any(node.running() for node in self.nodes)
-
-    def cleanup(self) -> None:
-        for node in self.nodes:
-            node.cleanup()
-        self.nodes = []
-        if self._owned:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.cleanup()
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -197,6 +198,42 @@ class ServerProcess:
         self.stop()
         if self._owned_dir is not None:
             shutil.rmtree(self._owned_dir, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
+
+
+class Deployment:
+    """Several server processes started and stopped as one (a local Cluster, a Sentinel
+    set): a context manager whose :meth:`cleanup` stops every process and removes the
+    folder it made. Subclasses start them and list them in :meth:`processes`."""
+
+    def __init__(self, data_dir: str | Path | None, prefix: str) -> None:
+        self._owned = data_dir is None
+        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix=prefix)).resolve()
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def processes(self) -> list[ServerProcess]:
+        raise NotImplementedError
+
+    def _forget_processes(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        for process in self.processes():
+            process.stop()
+
+    def cleanup(self) -> None:
+        for process in self.processes():
+            process.cleanup()
+        self._forget_processes()
+        if self._owned:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def __enter__(self) -> Self:
         return self.start()

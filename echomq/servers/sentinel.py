@@ -11,9 +11,7 @@ takes.
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +20,7 @@ from typing import Any, Self
 import redis
 
 from echomq.errors import ConnectionFailed
-from echomq.servers.process import ServerProcess, free_port, run_in_foreground
+from echomq.servers.process import Deployment, ServerProcess, free_port, run_in_foreground
 from echomq.servers.valkey import EmbeddedValkey, answers_as, probe, valkey_binary
 
 SERVICE = "echomq"
@@ -84,7 +82,7 @@ class SentinelProcess(ServerProcess):
         return self
 
 
-class LocalSentinel:
+class LocalSentinel(Deployment):
     """A primary, its replica and three sentinels; a context manager that returns once
     every sentinel knows the replica and the other sentinels (a failover can happen)."""
 
@@ -93,8 +91,7 @@ class LocalSentinel:
                  down_after_ms: int = DOWN_AFTER_MS,
                  failover_timeout_ms: int = FAILOVER_TIMEOUT_MS,
                  replica_via: Callable[[str, int], tuple[str, int]] | None = None) -> None:
-        self._owned = data_dir is None
-        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="emq-sentinel-")).resolve()
+        super().__init__(data_dir, "emq-sentinel-")
         self.service = service
         self.count = sentinels
         self.quorum = quorum
@@ -229,27 +226,16 @@ class LocalSentinel:
                 client.close()
         return True
 
-    def stop(self) -> None:
-        for process in [*self.sentinels, *self.servers]:
-            process.stop()
+    def processes(self) -> list[ServerProcess]:
+        return [*self.sentinels, *self.servers]
+
+    def _forget_processes(self) -> None:
+        self.sentinels = []
+        self.servers = []
 
     def running(self) -> bool:
         """True while any sentinel runs."""
         return any(sentinel.running() for sentinel in self.sentinels)
-
-    def cleanup(self) -> None:
-        for process in [*self.sentinels, *self.servers]:
-            process.cleanup()
-        self.sentinels = []
-        self.servers = []
-        if self._owned:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.cleanup()
 
 
 def main() -> None:
