@@ -16,7 +16,7 @@ import os
 import socket
 
 from echomq.errors import InvalidArgument
-from echomq.queue.cluster import slot_time
+from echomq.queue.cluster import slot_ms
 from echomq.queue.connection import Connection
 from echomq.queue.keys import archive_drivers
 
@@ -55,8 +55,7 @@ class Roster:
 
     def beat(self) -> int:
         """Renew this driver's entry, drop lapsed ones; how many drivers are alive."""
-        secs, micros = slot_time(self.redis, self.key)
-        now = secs * 1000 + micros // 1000
+        now = slot_ms(self.redis, self.key)
         pipe = self.redis.pipeline(transaction=True)  # one key: one slot
         pipe.zadd(self.key, {self.name: now + self.ttl_ms})
         pipe.zremrangebyscore(self.key, "-inf", now)
@@ -73,8 +72,7 @@ class Roster:
 
     def live(self) -> list[str]:
         """The names of the drivers whose beat has not lapsed."""
-        secs, micros = slot_time(self.redis, self.key)
-        now = secs * 1000 + micros // 1000
+        now = slot_ms(self.redis, self.key)
         return sorted(str(n) for n in self.redis.zrangebyscore(self.key, f"({now}", "+inf"))
 
 

@@ -52,3 +52,9 @@ def slot_time(client: Any, key: str) -> tuple[int, int]:
         secs, micros = client.time()
     return int(secs), int(micros)
 
+
+def slot_ms(client: Any, key: str) -> int:
+    """:func:`slot_time` in epoch milliseconds."""
+    secs, micros = slot_time(client, key)
+    return secs * 1000 + micros // 1000
+
