@@ -18,7 +18,7 @@ import time
 import weakref
 
 from echomq.queue.connection import Connection
-from echomq.queue.directory import seq_pattern
+from echomq.queue.keys import every_queue
 from echomq.queue.scan import KeyspaceScan
 
 SCAN_COUNT = 5000
@@ -34,7 +34,7 @@ class QueueFinder:
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
-        pattern, self._name = seq_pattern(conn.prefix)
+        pattern, self._name = every_queue(conn.prefix, "seq")
         self._scan = KeyspaceScan(conn.redis, pattern, count=SCAN_COUNT)
         self._this_pass: set[str] = set()
         self._last_pass: set[str] = set()

@@ -8,21 +8,12 @@ cursor per node on a Cluster). Nothing here touches two queues' slots in one com
 
 from __future__ import annotations
 
-import re
-
 from echomq.queue.connection import Connection
+from echomq.queue.keys import every_queue
 from echomq.queue.scan import KeyspaceScan
 
 SCAN_COUNT = 5000
 """Keys one SCAN call examines (the COUNT hint)."""
-
-
-def seq_pattern(prefix: str) -> tuple[str, re.Pattern[str]]:
-    """The SCAN pattern for every queue's ``seq`` key under ``prefix``, and the regular
-    expression that reads the queue's name out of one (the glob alone would also match
-    a longer key)."""
-    return (prefix + ":{*}:seq",
-            re.compile(re.escape(prefix) + r":\{([^{}]+)\}:seq\Z"))
 
 
 def queues(conn: Connection) -> list[str]:
@@ -33,7 +24,7 @@ def queues(conn: Connection) -> list[str]:
     for registry in (conn.declared_set, conn.retained_set, conn.cron_set):
         pipe.smembers(registry)
     names = {str(q) for members in pipe.execute() for q in members}
-    pattern, name = seq_pattern(conn.prefix)
+    pattern, name = every_queue(conn.prefix, "seq")
     for key in KeyspaceScan(conn.redis, pattern, count=SCAN_COUNT).full_pass():
         found = name.match(key)
         if found:

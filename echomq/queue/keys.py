@@ -101,6 +101,15 @@ def names_ok(values: Sequence[object]) -> bool:
             and _FORBIDDEN.search(joined) is None)
 
 
+def every_queue(prefix: str, suffix: str) -> tuple[str, re.Pattern[str]]:
+    """A SCAN ``MATCH`` glob for the key ``suffix`` of every queue under ``prefix``
+    (``*``: every key of every queue), and the regular expression that reads the queue's
+    name out of a key it matched (the glob alone would also match a longer key)."""
+    tail = ".*" if suffix == "*" else re.escape(suffix)
+    return (f"{prefix}:{{*}}:{suffix}",
+            re.compile(re.escape(prefix) + r":\{([^{}]+)\}:" + tail + r"\Z"))
+
+
 @dataclass(frozen=True)
 class Keys:
     """All key names of one queue under one prefix."""

@@ -22,7 +22,7 @@ import time
 
 from echomq.errors import InvalidKey
 from echomq.queue.connection import Connection
-from echomq.queue.keys import check_name
+from echomq.queue.keys import check_name, every_queue
 from echomq.queue.scan import KeyspaceScan
 
 STATE_SETS = frozenset({"pending", "scheduled", "active", "completed", "dead"})
@@ -38,8 +38,7 @@ class QueueDirectory:
         self.budget = budget
         self.step = step
         self._lock = threading.Lock()
-        # a glob over the key layout of keys.py
-        self._scan = KeyspaceScan(conn.redis, f"{conn.prefix}:{{*}}:*", count=step,
+        self._scan = KeyspaceScan(conn.redis, every_queue(conn.prefix, "*")[0], count=step,
                                   type_="zset")
         self._seen: set[str] = set()  # this pass
         self._known: set[str] = set()  # the last complete pass (and this one so far)
