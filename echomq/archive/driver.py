@@ -33,15 +33,16 @@ import threading
 import time
 import uuid
 import zlib
+from bisect import bisect_right
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Any
+from itertools import accumulate
 
 import redis
 
-from echomq.archive.entries import entry_line, id_after, id_lt
+from echomq.archive.entries import entry_lines, id_after, id_lt
 from echomq.archive.floor import Floor, Gap
 from echomq.archive.fold_lease import FoldLease
 from echomq.archive.manifest import Manifest
@@ -57,6 +58,7 @@ from echomq.archive.sharing import (
 )
 from echomq.archive.slices import ZERO_ID, RawItem, SliceContent, build_slice
 from echomq.archive.stream_checks import StreamChecks
+from echomq.archive.stream_read import read_range
 from echomq.archive.upload import UploadSteps
 from echomq.errors import (
     ArchiveError,
@@ -444,26 +446,18 @@ class Driver(StreamChecks, UploadSteps):
             return "?"
 
     def _read_slice(self, keys: Keys, queue: str, after: str, end: str) -> SliceContent | None:
-        if self._raw is not None:
-            raw = self._raw.execute_command(  # type: ignore[no-untyped-call]
-                "XRANGE", keys.completions, f"({after}", end, "COUNT", self.slice_count
-            )
-        else:
-            parsed: Any = self.redis.xrange(keys.completions, min=f"({after}", max=end,
-                                            count=self.slice_count)
-            raw = [(sid, [x for kv in f.items() for x in kv]) for sid, f in parsed]
-        items: list[RawItem] = []
-        size = 0
-        for sid, flat in raw:
-            it = iter(flat)
-            fields = dict(zip(it, it, strict=True))
-            line = entry_line(sid, fields)
-            size += len(line) + 1
-            if items and size > self.slice_bytes:
-                break
-            items.append((sid, fields, line))
-        if not items:
+        raw = read_range(self.redis, keys.completions, f"({after}", end, self.slice_count,
+                         fast=self._raw)
+        if not raw:
             return None
+        ids = [entry[0] for entry in raw]
+        flats = map(iter, [entry[1] for entry in raw])
+        fields = [dict(zip(flat, flat, strict=True)) for flat in flats]
+        lines = entry_lines(ids, fields)
+        # the slice ends before the entry that would take its object past slice_bytes
+        ends = accumulate(map((1).__add__, map(len, lines)))  # + 1: each line's newline
+        count = max(1, bisect_right(list(ends), self.slice_bytes))
+        items: list[RawItem] = list(zip(ids[:count], fields[:count], lines[:count], strict=True))
         return build_slice(queue, after, items, self.compress_level,
                            encode=self.remote is not None,
                            prev_digest=self._prev_digest(queue))

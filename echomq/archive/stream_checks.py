@@ -17,6 +17,7 @@ from echomq.archive.entries import MAX_U64, id_key, id_lt, parse_stream_id
 from echomq.archive.floor import Floor, GapBaseline
 from echomq.archive.fold_lease import FoldLease
 from echomq.archive.slices import ZERO_ID
+from echomq.archive.stream_read import read_ids, stream_info
 from echomq.errors import StreamGap, StreamRewound
 from echomq.queue.keys import Keys
 
@@ -33,9 +34,8 @@ class StreamChecks:
         """The last id in the stream now (None: empty). Refuses a stream whose last
         generated id went below the floor's checkpoint (recreated, or rolled back by a
         failover): trimming it by id would remove entries the archive never saw."""
-        try:
-            info = self.redis.xinfo_stream(keys.completions)
-        except redis.ResponseError:
+        info = stream_info(self.redis, keys.completions)
+        if info is None:
             return None  # no stream yet
         generated = str(info.get("last-generated-id") or ZERO_ID)
         checkpoint = self.floor.checkpoint(queue)
@@ -54,9 +54,8 @@ class StreamChecks:
         they never look like a gap; nor do another driver's, taken over while this one
         stalled past its ``lease``: the lease is renewed before a gap is recorded, and a
         lost one raises ``LeaseLost`` instead."""
-        try:
-            info = self.redis.xinfo_stream(keys.completions)
-        except redis.ResponseError:
+        info = stream_info(self.redis, keys.completions)
+        if info is None:
             return  # no stream
         if "entries-added" not in info:  # before Redis 7: the server cannot tell
             return
@@ -87,12 +86,11 @@ class StreamChecks:
         """How many entries at or before ``last`` the stream still holds (gap path only)."""
         count, start = 0, "-"
         while True:
-            batch: Any = self.redis.xrange(keys.completions, min=start, max=last,
-                                           count=10_000)
+            batch = read_ids(self.redis, keys.completions, start, 10_000, last)
             count += len(batch)
             if len(batch) < 10_000:
                 return count
-            start = f"({batch[-1][0]}"
+            start = f"({batch[-1]}"
 
 
 def _head_cut(info: dict[str, Any], checkpoint: str) -> bool:

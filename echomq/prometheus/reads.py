@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from echomq.archive.stream_read import UNDECODED
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
 
@@ -70,7 +71,10 @@ def sample(conn: Connection, queues: Iterable[str], declared: set[str],
         pipe.zrange(k.pending, 0, 0, withscores=True)
         if s.declared:
             pipe.xlen(k.completions)
-            pipe.xrange(k.completions, min=f"({checkpoints.get(s.queue, '0-0')}", count=1)
+            # undecoded: an entry holding bytes that are not UTF-8 must not fail a scrape
+            pipe.execute_command("XRANGE", k.completions,
+                                 f"({checkpoints.get(s.queue, '0-0')}", "+", "COUNT", 1,
+                                 **UNDECODED)  # type: ignore[no-untyped-call]
     replies = iter(pipe.execute())
     heads: dict[str, list[str]] = {}
     bands: dict[str, float] = {}
@@ -89,7 +93,7 @@ def sample(conn: Connection, queues: Iterable[str], declared: set[str],
         if s.declared:
             s.stream_length = int(next(replies))
             first = next(replies)
-            s.oldest_unfolded = int(str(first[0][0]).partition("-")[0]) if first else None
+            s.oldest_unfolded = int(first[0][0].partition(b"-")[0]) if first else None
     _lane_sizes_and_heads(conn, samples, keys, lanes, heads)
     _band_heads(conn, keys, bands, heads)
     _oldest_created(conn, samples, keys, heads)

@@ -12,10 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import redis
-
 from echomq.archive.entries import Outcome
 from echomq.archive.floor import Floor, FloorStatus, Gap
+from echomq.archive.stream_read import read_ids, stream_info
 from echomq.queue.connection import Connection
 
 COUNT_BOUND = 10_000
@@ -48,10 +47,7 @@ def _row(conn: Connection, floor: Floor, queue: str, declared: bool, now_ms: int
          ) -> ArchiveRow:
     status = floor.status(queue)
     stream = conn.keys(queue).completions
-    try:
-        info: dict[str, Any] = conn.redis.xinfo_stream(stream)
-    except redis.ResponseError:
-        info = {}
+    info = stream_info(conn.redis, stream) or {}
     length = int(info["length"]) if info else None
     lag, exact, lag_ms = _lag(conn, floor, queue, stream, info, now_ms)
     return ArchiveRow(queue, declared, status, length, lag, exact, lag_ms,
@@ -65,14 +61,13 @@ def _lag(conn: Connection, floor: Floor, queue: str, stream: str, info: dict[str
     if not info:
         return None, True, None
     base = floor.gap_baseline(queue)
-    nxt = conn.redis.xrange(stream, min=f"({base.checkpoint}", count=1)
-    lag_ms = max(0, now_ms - int(str(nxt[0][0]).split("-")[0])) if nxt else None
+    nxt = read_ids(conn.redis, stream, f"({base.checkpoint}", 1)
+    lag_ms = max(0, now_ms - int(nxt[0].split("-")[0])) if nxt else None
     if not nxt:
         return 0, True, None
     if base.accounted is not None and "entries-added" in info:
         return max(0, int(info["entries-added"]) - base.accounted), True, lag_ms
-    batch: list[Any] = list(conn.redis.xrange(stream, min=f"({base.checkpoint}",
-                                              count=COUNT_BOUND) or [])
+    batch = read_ids(conn.redis, stream, f"({base.checkpoint}", COUNT_BOUND)
     return len(batch), len(batch) < COUNT_BOUND, lag_ms
 
 

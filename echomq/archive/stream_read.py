@@ -1,0 +1,83 @@
+"""One read of the outcome stream for a slice, decoded without losing a byte.
+
+The stream holds whatever its writers put there. What the queue writes is UTF-8 and is
+read decoded by the client (hiredis, in C). A field that is not UTF-8 (another writer's
+``XADD``, a payload stored as raw bytes) makes that decode fail; the range is then read
+again undecoded, and each value decoded with ``surrogateescape``, which turns every stray
+byte into a lone surrogate and back again. The fold quarantines such an entry with its
+exact bytes (see ``entries.malformed_reason``) instead of failing on every pass while the
+stream grows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from redis.client import NEVER_DECODE
+
+RawEntry = tuple[str, list[str]]
+"""A stream entry as read: its id and its fields flattened (name, value, name, ...)."""
+
+
+def read_range(client: Any, key: str, lo: str, hi: str, count: int, *,
+               fast: redis.Redis | None = None) -> list[RawEntry]:
+    """Up to ``count`` entries of ``key`` from ``lo`` to ``hi`` (``XRANGE`` bounds: an id,
+    ``(id`` to exclude it, ``-``, ``+``).
+
+    ``fast`` is a client on the same pool whose ``XRANGE`` replies skip redis-py's
+    per-entry parsing (none on a Cluster: ``client`` reads through its own routing)."""
+    args = ("XRANGE", key, lo, hi, "COUNT", count)
+    target = fast if fast is not None else client
+    try:
+        return _flat(target.execute_command(*args))
+    except UnicodeDecodeError:
+        # redis-py dropped the connection mid-reply; a read has no effect to repeat
+        return [(_text(sid), [_text(value) for value in flat])
+                for sid, flat in _flat(target.execute_command(*args, **UNDECODED))]
+
+
+def read_ids(client: Any, key: str, lo: str, count: int, hi: str = "+") -> list[str]:
+    """The ids of up to ``count`` entries from ``lo`` to ``hi``, whatever bytes their
+    fields hold (for counts and ages: the fields are never decoded)."""
+    reply = client.execute_command("XRANGE", key, lo, hi, "COUNT", count, **UNDECODED)
+    return [_text(entry[0]) for entry in reply or ()]
+
+
+def stream_info(client: Any, key: str) -> dict[str, Any] | None:
+    """``XINFO STREAM`` of ``key`` (None when there is no stream), its first and last
+    entries decoded like :func:`read_range`'s."""
+    try:
+        try:
+            return dict(client.xinfo_stream(key))
+        except UnicodeDecodeError:
+            return dict(_decoded(client.execute_command("XINFO", "STREAM", key,
+                                                        **UNDECODED)))
+    except redis.ResponseError:
+        return None
+
+
+UNDECODED = {NEVER_DECODE: True}
+"""The option that makes redis-py hand back one reply's bytes as they are."""
+
+
+def _decoded(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return _text(value)
+    if isinstance(value, dict):
+        return {_decoded(k): _decoded(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(map(_decoded, value))
+    return value
+
+
+def _flat(reply: Any) -> list[Any]:
+    """``[(id, [name, value, ...]), ...]`` from either reply shape: the raw one, or the
+    one redis-py's Cluster client parses into a dict per entry."""
+    if reply and isinstance(reply[0][1], dict):
+        return [(sid, [x for pair in fields.items() for x in pair]) for sid, fields in reply]
+    return list(reply)
+
+
+def _text(value: bytes | str) -> str:
+    return value if isinstance(value, str) else value.decode("utf-8", "surrogateescape")
