@@ -4,7 +4,8 @@ Measures, median of ``--runs`` (default 3): the fold rate into the floor alone, 
 rate with the local SeaweedFS S3 endpoint, the restore rate from it, the floor's size per
 entry, the floor-only rate again with the queue's default job ids (a counter: the job
 index then appends, where random custom ids scatter it), and Redis memory (INFO
-used_memory, MEMORY USAGE of the stream) before and after the trim. Everything runs on private servers it starts and stops itself.
+used_memory, MEMORY USAGE of the stream) before and after the trim. Everything runs on
+private servers it starts and stops itself.
 
 A raw LMDB baseline is measured in the same run: the very key/value pairs the fold wrote
 (read back from its floor), in the order the fold wrote them (stream order: every index

@@ -33,16 +33,14 @@ import threading
 import time
 import uuid
 import zlib
-from bisect import bisect_right
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass
-from itertools import accumulate
 
 import redis
 
-from echomq.archive.entries import entry_lines, id_after, id_lt
+from echomq.archive.entries import entry_line, id_after, id_lt
 from echomq.archive.floor import Floor, Gap
 from echomq.archive.fold_lease import FoldLease
 from echomq.archive.manifest import Manifest
@@ -448,16 +446,18 @@ class Driver(StreamChecks, UploadSteps):
     def _read_slice(self, keys: Keys, queue: str, after: str, end: str) -> SliceContent | None:
         raw = read_range(self.redis, keys.completions, f"({after}", end, self.slice_count,
                          fast=self._raw)
-        if not raw:
+        items: list[RawItem] = []
+        size = 0
+        for sid, flat in raw:
+            it = iter(flat)
+            fields = dict(zip(it, it, strict=True))
+            line = entry_line(sid, fields)
+            size += len(line) + 1
+            if items and size > self.slice_bytes:
+                break
+            items.append((sid, fields, line))
+        if not items:
             return None
-        ids = [entry[0] for entry in raw]
-        flats = map(iter, [entry[1] for entry in raw])
-        fields = [dict(zip(flat, flat, strict=True)) for flat in flats]
-        lines = entry_lines(ids, fields)
-        # the slice ends before the entry that would take its object past slice_bytes
-        ends = accumulate(map((1).__add__, map(len, lines)))  # + 1: each line's newline
-        count = max(1, bisect_right(list(ends), self.slice_bytes))
-        items: list[RawItem] = list(zip(ids[:count], fields[:count], lines[:count], strict=True))
         return build_slice(queue, after, items, self.compress_level,
                            encode=self.remote is not None,
                            prev_digest=self._prev_digest(queue))

@@ -15,17 +15,17 @@ from __future__ import annotations
 import json
 import re
 import struct
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from itertools import chain, repeat
+from itertools import chain
 from typing import IO, Any
 
 import orjson
 
 from echomq.errors import InvalidArgument, InvalidKey
-from echomq.queue.keys import check_name, names_ok
+from echomq.queue.keys import check_name
 
 _INT = re.compile(r"-?[0-9]+\Z")
 _STREAM_ID = re.compile(r"([0-9]+)-([0-9]+)\Z")
@@ -73,21 +73,6 @@ def id_key(value: str) -> bytes:
         except struct.error:
             pass  # out of range: refused below with the reason
     return _PACK(*parse_stream_id(value))
-
-
-def id_keys(values: Sequence[str]) -> list[bytes]:
-    """:func:`id_key` of every id, in a few C-level passes over the whole list (the fold
-    and the restore key tens of thousands of ids per slice); any unusual id sends the
-    list through :func:`id_key` one by one, which refuses what it must."""
-    if set(map(str.count, values, repeat("-"))) == {1}:  # each id is "ms-seq"
-        parts = "-".join(values).split("-")
-        digits = "".join(parts)
-        if digits.isdigit() and digits.isascii() and "" not in parts:
-            try:
-                return list(map(_PACK, map(int, parts[0::2]), map(int, parts[1::2])))
-            except struct.error:
-                pass  # out of range: refused below with the reason
-    return [id_key(value) for value in values]
 
 
 def id_from_key(raw: bytes) -> str:
@@ -271,26 +256,6 @@ def index_terms(fields: Mapping[str, str], *, job_checked: bool = False
     return fields["job"], fields["outcome"], int(fields["at"])
 
 
-def common_terms(fields: Sequence[Mapping[str, str]]
-                 ) -> tuple[list[str], list[str], list[int]] | None:
-    """(jobs, outcomes, settle times) of a whole slice whose every entry has the common
-    shape :func:`index_terms` accepts at once, checked column by column in C; ``None``
-    when any entry does not (then each goes through :func:`index_terms`, which says why)."""
-    jobs: list[Any] = [f.get("job") for f in fields]
-    outcomes: list[Any] = [f.get("outcome") for f in fields]
-    ats: list[Any] = [f.get("at") for f in fields]
-    attempts: list[Any] = [f.get("attempts") for f in fields]
-    try:
-        numbers = "".join(ats) + "".join(attempts)  # a missing field (None) raises
-    except TypeError:
-        return None
-    if not (set(outcomes) <= _OUTCOMES and numbers.isdigit() and numbers.isascii()
-            and "" not in ats and "" not in attempts and max(map(len, ats), default=0) < 20
-            and names_ok(jobs)):
-        return None
-    return jobs, outcomes, list(map(int, ats))
-
-
 def parse_entry(
     queue: str, stream_id: str, fields: Mapping[str, str]
 ) -> ArchivedEntry | QuarantinedEntry:
@@ -345,23 +310,6 @@ def _escaped_line(stream_id: str, fields: Mapping[str, str]) -> bytes:
     text = json.dumps({"id": stream_id, "fields": dict(fields)}, ensure_ascii=False,
                       separators=(",", ":"))
     return text.encode("utf-8", "backslashreplace")
-
-
-def entry_lines(ids: Sequence[str], fields: Sequence[Mapping[str, str]]) -> list[bytes]:
-    """:func:`entry_line` of every entry, from one orjson call for the whole slice.
-
-    The array's text is cut between elements: ``},{"id":"`` appears only there. Inside a
-    JSON string every ``"`` is escaped, so ``{"`` is structural, and it opens an element or
-    the fields (after ``:``, never after ``},``); orjson writes no whitespace, so no raw
-    newline exists to confuse the split.
-    """
-    if not ids:
-        return []
-    try:
-        text = orjson.dumps([{"id": i, "fields": f} for i, f in zip(ids, fields, strict=True)])
-    except orjson.JSONEncodeError:  # a byte that is not UTF-8 somewhere: line by line
-        return [entry_line(i, f) for i, f in zip(ids, fields, strict=True)]
-    return text[1:-1].replace(b'},{"id":"', b'}\n{"id":"').split(b"\n")
 
 
 def parse_line(line: bytes) -> tuple[str, dict[str, str]]:

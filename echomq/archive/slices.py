@@ -21,17 +21,15 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import operator
 import re
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any
 
 import orjson
 
-from echomq.archive.entries import id_key, id_keys, id_lt, parse_stream_id
+from echomq.archive.entries import id_key, id_lt, parse_stream_id
 from echomq.errors import ChainBroken as ChainBroken
 from echomq.errors import InvalidArgument, SliceCorrupt
 
@@ -187,10 +185,18 @@ def decode_slice(data: bytes, ref: SliceRef | None = None, where: str = "") -> S
         objs = _loads(b"[" + b",".join(body) + b"]") if body else []
         if len(objs) != len(body):
             raise ValueError("an entry line is not one JSON object")
-        ids = [obj["id"] for obj in objs]
-        fields = [obj["fields"] for obj in objs]
-        _check_entries(prev, ids, fields)
-        items: list[RawItem] = list(zip(ids, fields, body, strict=True))
+        items: list[RawItem] = []
+        previous, previous_key = prev, id_key(prev)
+        only_str = {str}
+        for obj, line in zip(objs, body, strict=True):
+            sid, fields = obj["id"], obj["fields"]
+            key = id_key(sid)
+            if key <= previous_key:
+                raise ValueError(f"entry {sid} is out of order after {previous}")
+            if fields.__class__ is not dict or not set(map(type, fields.values())) <= only_str:
+                raise ValueError(f"entry {sid} has fields that are not strings")
+            items.append((sid, fields, line))
+            previous, previous_key = sid, key
         if not items or items[0][0] != first or items[-1][0] != last:
             raise ValueError("the header's first/last ids do not match the entries")
         if ref is not None and (ref.queue, ref.first, ref.last, ref.prev) != (
@@ -203,24 +209,6 @@ def decode_slice(data: bytes, ref: SliceRef | None = None, where: str = "") -> S
     meta = SliceMeta(queue, first, last, prev, count, hashlib.sha256(data).hexdigest(),
                      len(data), hashlib.sha256(text).hexdigest(), prev_digest)
     return SliceContent(meta, data, items)
-
-
-def _check_entries(prev: str, ids: list[Any], fields: list[Any]) -> None:
-    """Each entry after the one before it (and the first after ``prev``), its fields a
-    dict of strings: checked column by column, the offender named when one fails."""
-    if set(map(type, ids)) - {str}:
-        raise ValueError("an entry's id is not a string")
-    keys = id_keys(ids)
-    before = [id_key(prev), *keys[:-1]]
-    if not all(map(operator.lt, before, keys)):
-        at = next(n for n, (a, b) in enumerate(zip(before, keys, strict=True)) if b <= a)
-        raise ValueError(f"entry {ids[at]} is out of order after "
-                         f"{ids[at - 1] if at else prev}")
-    if set(map(type, fields)) - {dict} or set(
-            map(type, chain.from_iterable(map(dict.values, fields)))) - {str}:
-        at = next(n for n, f in enumerate(fields) if f.__class__ is not dict
-                  or set(map(type, f.values())) - {str})
-        raise ValueError(f"entry {ids[at]} has fields that are not strings")
 
 
 def _loads(text: bytes) -> Any:

@@ -13,15 +13,11 @@ from echomq.archive.entries import (
     ArchivedEntry,
     Outcome,
     QuarantinedEntry,
-    common_terms,
     entry_line,
-    entry_lines,
     id_after,
     id_from_key,
     id_key,
-    id_keys,
     id_lt,
-    index_terms,
     parse_entry,
     parse_line,
 )
@@ -183,53 +179,3 @@ def test_entry_line_is_the_standard_json_encoding(fields: dict[str, str], sid: s
     expected = json.dumps({"id": sid, "fields": fields}, ensure_ascii=False,
                           separators=(",", ":")).encode()
     assert entry_line(sid, fields) == expected
-
-
-TRICKY = st.lists(st.sampled_from(['}', ',', '{', '"', ':', "id", "\\", "\n", "x", "é", "\x00",
-                                   '},{"id":"'])).map("".join)
-
-
-@given(st.lists(st.dictionaries(TRICKY, TRICKY, max_size=4), max_size=6))
-def test_a_slice_s_lines_from_one_call_are_each_entry_s_line(fields: list[dict[str, str]]
-                                                            ) -> None:
-    ids = [f"{n}-{n}" for n in range(len(fields))]
-    assert entry_lines(ids, fields) == [entry_line(i, f) for i, f in zip(ids, fields,
-                                                                          strict=True)]
-
-
-def test_a_field_that_mimics_the_cut_between_entries_stays_whole() -> None:
-    fields = [{"id": '},{"id":"', "x": '"},{"id":"9-9","fields":{'}, {"a": "b"}]
-    lines = entry_lines(["1-1", "1-2"], fields)
-    assert [parse_line(line) for line in lines] == [("1-1", fields[0]), ("1-2", fields[1])]
-
-
-@given(st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1)), max_size=8))
-def test_id_keys_is_id_key_of_each(pairs: list[tuple[int, int]]) -> None:
-    ids = [f"{a}-{b}" for a, b in pairs]
-    assert id_keys(ids) == [id_key(i) for i in ids]
-
-
-@pytest.mark.parametrize("ids", [["1-2-3", "4"], ["5", "1-1"], ["1-x"], ["-1-1"],
-                                 [f"{2**64}-0"], ["1-٣"]])
-def test_id_keys_sends_an_unusual_id_through_id_key(ids: list[str]) -> None:
-    try:
-        expected: object = [id_key(i) for i in ids]
-    except InvalidArgument:
-        expected = InvalidArgument
-    if expected is InvalidArgument:
-        with pytest.raises(InvalidArgument):
-            id_keys(ids)
-    else:
-        assert id_keys(ids) == expected
-
-
-@pytest.mark.parametrize("change", [{"job": None}, {"outcome": "exploded"}, {"at": "-1"},
-                                    {"at": "9" * 20}, {"attempts": ""}, {"job": "a b"},
-                                    {"at": "١٢"}])
-def test_a_slice_with_one_unusual_entry_is_left_to_the_entry_by_entry_checks(
-        change: dict[str, str | None]) -> None:
-    odd = {k: v for k, v in {**GOOD, **change}.items() if v is not None}
-    assert common_terms([GOOD, odd, GOOD]) is None
-    assert common_terms([GOOD, GOOD]) == ([GOOD["job"]] * 2, [GOOD["outcome"]] * 2,
-                                         [int(GOOD["at"])] * 2)
-    assert isinstance(index_terms(odd), str)

@@ -97,3 +97,15 @@ def test_a_scrape_and_the_dashboard_read_past_such_an_entry(rec: Recorder,
         row, = [r for r in archive_rows(rec.conn, floor, 1_800_000_000_000)
                 if r.queue == rec.queue]
         assert (row.stream_length, row.lag_entries) == (3, 3)
+
+
+def test_text_that_only_looks_like_an_escape_is_archived_as_usual(rec: Recorder,
+                                                                   tmp_path: Path) -> None:
+    fields = {"job": "win-path", "outcome": "completed", "result": "C:\\udata\\udcff",
+              "attempts": "1", "at": "1700000000600"}
+    rec.conn.redis.xadd(rec.key, fields)
+    with Driver(rec.conn, tmp_path / "floor") as driver:
+        assert (driver.fold(rec.queue).quarantined, driver.floor.quarantined(rec.queue)) == (
+            0, [])
+        entry, = driver.floor.history(rec.queue, "win-path")
+        assert entry.result == "C:\\udata\\udcff"
