@@ -82,8 +82,9 @@ def check_schedule_name(name: object) -> str:
     for the fire time in its jobs' ids), else ``InvalidKey``."""
     check_name(name, "schedule name")
     assert isinstance(name, str)
-    if len(name) > MAX_SCHEDULE_NAME:
-        raise InvalidKey(f"schedule name is {len(name)} characters; the limit is "
+    size = len(name.encode("utf-8"))
+    if size > MAX_SCHEDULE_NAME:
+        raise InvalidKey(f"schedule name is {size} bytes in UTF-8; the limit is "
                          f"{MAX_SCHEDULE_NAME} (its jobs' ids add the fire time)")
     return name
 

@@ -14,10 +14,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import cast
 
 from echomq.errors import InvalidKey
 
 MAX_NAME_LENGTH = 200
+"""Bytes of a queue name or a job id in UTF-8 (200 ASCII characters, 50 emoji): a queue
+name and a job id together must fit an LMDB key of the archive's floor (511 bytes)."""
 PREFIX = "emq"
 # Printable, no whitespace, none of the characters that shape the layout, and no
 # control character (C0, DEL and the C1 range).
@@ -73,12 +76,12 @@ def check_name(value: object, what: str = "name") -> str:
         raise InvalidKey(f"{what} must be a str, got {type(value).__name__}")
     if not value:
         raise InvalidKey(f"{what} must not be empty")
-    if len(value) > MAX_NAME_LENGTH:
-        raise InvalidKey(f"{what} is {len(value)} characters; the limit is {MAX_NAME_LENGTH}")
     try:
-        value.encode("utf-8")
+        size = len(value.encode("utf-8"))
     except UnicodeEncodeError as exc:
         raise InvalidKey(f"{what} {value!r} is not valid UTF-8 text") from exc
+    if size > MAX_NAME_LENGTH:
+        raise InvalidKey(f"{what} is {size} bytes in UTF-8; the limit is {MAX_NAME_LENGTH}")
     bad = _FORBIDDEN.search(value)
     if bad:
         raise InvalidKey(
@@ -97,7 +100,9 @@ def names_ok(values: Sequence[object]) -> bool:
         joined.encode("utf-8")
     except (TypeError, UnicodeEncodeError):
         return False
-    return (all(values) and max(map(len, values), default=0) <= MAX_NAME_LENGTH  # type: ignore[arg-type]
+    names = cast("Sequence[str]", values)  # the join took them: every one is a str
+    sizes = map(len, names) if joined.isascii() else (len(n.encode()) for n in names)
+    return (all(names) and max(sizes, default=0) <= MAX_NAME_LENGTH
             and _FORBIDDEN.search(joined) is None)
 
 

@@ -159,3 +159,12 @@ def test_invalid_names_are_refused_before_the_wire() -> None:
             echomq.claim(conn, "fine", lease_ms=1000)
     finally:
         conn.close()
+
+
+def test_the_name_limit_is_in_bytes_so_a_queue_and_a_job_id_fit_one_floor_key() -> None:
+    assert check_name("🦄" * 50) == "🦄" * 50  # 200 bytes
+    for name in ("🦄" * 51, "é" * 101, "x" * 199 + "é"):
+        with pytest.raises(echomq.InvalidKey, match="bytes in UTF-8"):
+            check_name(name)
+        with pytest.raises(echomq.InvalidKey):
+            Keys(name)

@@ -1,8 +1,9 @@
-"""A stream entry whose bytes are not UTF-8 is quarantined byte for byte; the fold goes on.
+"""Entries the floor cannot index as they are get quarantined, exactly; the fold goes on.
 
 Anything can write to the outcome stream (another client's XADD, a payload stored as raw
-bytes). Before, one such byte made every fold fail with a UnicodeDecodeError, so the
-stream was never trimmed again.
+bytes, a job id from before names were limited in bytes). Before, one byte that is not
+UTF-8 made every fold fail with a UnicodeDecodeError, and a job id too long for an LMDB key
+made every fold fail with MDB_BAD_VALSIZE: either way the stream was never trimmed again.
 """
 
 from __future__ import annotations
@@ -109,3 +110,19 @@ def test_text_that_only_looks_like_an_escape_is_archived_as_usual(rec: Recorder,
             0, [])
         entry, = driver.floor.history(rec.queue, "win-path")
         assert entry.result == "C:\\udata\\udcff"
+
+
+def test_a_job_id_too_long_for_a_floor_key_is_quarantined(rec: Recorder, tmp_path: Path
+                                                           ) -> None:
+    rec.add(3)
+    long_id = "🦄" * 200  # 800 bytes: refused by the key builder now, not always before
+    bad = str(rec.conn.redis.xadd(rec.key, {**BAD["result"], "job": long_id,
+                                            "result": "ok"}))
+    rec.add(3)
+    with Driver(rec.conn, tmp_path / "floor", slice_count=4) as driver:
+        report = driver.fold(rec.queue)
+        assert (report.entries, report.quarantined, report.error) == (7, 1, None)
+        kept, = driver.floor.quarantined(rec.queue)
+        assert (kept.stream_id, dict(kept.fields)["job"]) == (bad, long_id)
+        assert "bytes in UTF-8" in kept.reason
+    assert rec.conn.redis.xlen(rec.key) == 0
