@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import redis
 
-from echomq.archive.entries import entry_line, id_after, id_lt
+from echomq.archive.entries import id_after, id_lt
 from echomq.archive.floor import Floor, Gap
 from echomq.archive.fold_lease import FoldLease
 from echomq.archive.manifest import Manifest
@@ -54,9 +54,9 @@ from echomq.archive.sharing import (
     fair_share,
     holder_name,
 )
-from echomq.archive.slices import ZERO_ID, RawItem, SliceContent, build_slice
+from echomq.archive.slices import ZERO_ID, SliceContent, build_slice
 from echomq.archive.stream_checks import StreamChecks
-from echomq.archive.stream_read import read_range
+from echomq.archive.stream_read import read_items
 from echomq.archive.upload import UploadSteps
 from echomq.errors import (
     ArchiveError,
@@ -177,6 +177,7 @@ class Driver(StreamChecks, UploadSteps):
         self.folding: str | None = None
         """The queue being folded now (for a hook, a log line)."""
         self._roster = Roster(conn, self.name, lease_ms)
+        self._entry_bytes: dict[str, float | None] = {}  # mean line size per queue: pages
 
     def close(self) -> None:
         """Give back the leases ``fold_declared`` kept, so other drivers take the queues
@@ -444,18 +445,10 @@ class Driver(StreamChecks, UploadSteps):
             return "?"
 
     def _read_slice(self, keys: Keys, queue: str, after: str, end: str) -> SliceContent | None:
-        raw = read_range(self.redis, keys.completions, f"({after}", end, self.slice_count,
-                         fast=self._raw)
-        items: list[RawItem] = []
-        size = 0
-        for sid, flat in raw:
-            it = iter(flat)
-            fields = dict(zip(it, it, strict=True))
-            line = entry_line(sid, fields)
-            size += len(line) + 1
-            if items and size > self.slice_bytes:
-                break
-            items.append((sid, fields, line))
+        items, self._entry_bytes[queue] = read_items(
+            self.redis, keys.completions, after, end, count=self.slice_count,
+            max_bytes=self.slice_bytes, entry_bytes=self._entry_bytes.get(queue),
+            fast=self._raw)
         if not items:
             return None
         return build_slice(queue, after, items, self.compress_level,

@@ -16,6 +16,9 @@ from typing import Any
 import redis
 from redis.client import NEVER_DECODE
 
+from echomq.archive.entries import entry_line
+from echomq.archive.slices import RawItem
+
 RawEntry = tuple[str, list[str]]
 """A stream entry as read: its id and its fields flattened (name, value, name, ...)."""
 
@@ -35,6 +38,43 @@ def read_range(client: Any, key: str, lo: str, hi: str, count: int, *,
         # redis-py dropped the connection mid-reply; a read has no effect to repeat
         return [(_text(sid), [_text(value) for value in flat])
                 for sid, flat in _flat(target.execute_command(*args, **UNDECODED))]
+
+
+FIRST_PAGE = 16
+"""Entries read first when a queue's entry size is not known yet."""
+
+
+def read_items(client: Any, key: str, after: str, end: str, *, count: int, max_bytes: int,
+               entry_bytes: float | None, fast: redis.Redis | None = None
+               ) -> tuple[list[RawItem], float | None]:
+    """A slice's entries after ``after`` up to ``end``: at most ``count``, and no more
+    than ``max_bytes`` of lines (but at least one), with each one's canonical line; and
+    the mean line size seen, to pass back as ``entry_bytes`` next time.
+
+    Pages are sized from ``entry_bytes``, so a slice of large entries (recorded payloads
+    of hundreds of KB) reads about what it keeps, not ``count`` entries to keep a few.
+    """
+    items: list[RawItem] = []
+    size = 0
+    lo = f"({after}"
+    while len(items) < count:
+        room = count - len(items)
+        page = min(room, FIRST_PAGE) if entry_bytes is None else min(
+            room, max(1, int((max_bytes - size) / max(entry_bytes, 1.0)) + 1))
+        raw = read_range(client, key, lo, end, page, fast=fast)
+        for sid, flat in raw:
+            it = iter(flat)
+            fields = dict(zip(it, it, strict=True))
+            line = entry_line(sid, fields)
+            if items and size + len(line) + 1 > max_bytes:
+                return items, size / len(items)
+            items.append((sid, fields, line))
+            size += len(line) + 1
+        if len(raw) < page:
+            break
+        lo = f"({raw[-1][0]}"
+        entry_bytes = size / len(items)
+    return items, (size / len(items) if items else entry_bytes)
 
 
 def read_ids(client: Any, key: str, lo: str, count: int, hi: str = "+") -> list[str]:

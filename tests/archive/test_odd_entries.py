@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from echomq.archive import Driver, Floor, S3Remote, restore
@@ -126,3 +127,25 @@ def test_a_job_id_too_long_for_a_floor_key_is_quarantined(rec: Recorder, tmp_pat
         assert (kept.stream_id, dict(kept.fields)["job"]) == (bad, long_id)
         assert "bytes in UTF-8" in kept.reason
     assert rec.conn.redis.xlen(rec.key) == 0
+
+
+@pytest.mark.plain_only  # the server's own byte count: one node
+def test_a_slice_of_large_entries_reads_about_what_it_keeps(rec: Recorder,
+                                                            tmp_path: Path) -> None:
+    big = "x" * 200_000  # a recorded payload of 200 KB
+    pipe = rec.conn.redis.pipeline(transaction=False)
+    for n in range(120):
+        pipe.xadd(rec.key, {"job": f"j{n}", "outcome": "completed", "result": big,
+                            "attempts": "1", "at": str(1_700_000_000_000 + n)})
+    pipe.execute()
+    stream_bytes = 120 * len(big)
+
+    def sent() -> int:
+        return int(rec.conn.redis.info("stats")["total_net_output_bytes"])
+
+    before = sent()
+    with Driver(rec.conn, tmp_path / "floor", slice_bytes=1_000_000) as driver:
+        report = driver.fold(rec.queue)
+    assert (report.entries, report.slices) == (120, 30)  # 4 lines of 200 KB fit in 1 MB
+    # every slice read all that was left before (about 15 times the stream here)
+    assert sent() - before < 2 * stream_bytes
