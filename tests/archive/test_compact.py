@@ -9,6 +9,8 @@ import hashlib
 import json
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -32,8 +34,10 @@ from echomq.archive.restore import plan
 from echomq.archive.seaweed import SeaweedS3
 from echomq.cli.archive import archive_cli
 from echomq.errors import InvalidArgument, LeaseHeld, RemoteUnavailable
+from echomq.queue.connection import connect
 from tests.support.aged import DAY_MS, add_aged
 from tests.support.archive import bucket_name, floor_ids, folded_ids, remote_spec
+from tests.support.proxies import FlakyProxy
 from tests.support.recorder import Recorder
 
 CHILD = str(Path(__file__).with_name("compact_child.py"))
@@ -168,6 +172,81 @@ def test_compaction_refuses_while_a_fold_holds_the_lease(rec: Recorder, remote: 
     assert len(remote.list_slices(rec.queue)) == 4
     with pytest.raises(InvalidArgument):
         compact(rec.conn, remote, rec.queue, target_bytes=0)
+
+
+LEASE_MS = 1_500
+READ_DELAY_S = 0.5
+TINY_OBJECTS = 80
+"""A run of 80 one-entry objects, each read taking 0.5 s (8 read ahead): about 5 s of
+reading, over three times the 1.5 s lease, while a renewal is due about every 0.5 s (and
+the steps before the first renewal have the whole lease on a busy machine)."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("server_name", ["seaweed", "moto"])
+def test_a_long_compaction_renews_its_lease_and_a_fold_waits_for_it(
+        server_name: str, request: pytest.FixtureRequest, rec: Recorder, server_url: str,
+        floor_path: Path, tmp_path: Path) -> None:
+    server = request.getfixturevalue(server_name)
+    remote = server.remote(bucket_name(), "archive/", retries=2, backoff_s=0.01)
+    rec.add(TINY_OBJECTS)
+    fold(rec, floor_path, remote, count=1)
+    assert len(remote.list_slices(rec.queue)) == TINY_OBJECTS
+    # the compaction reads its objects from a store whose reads are slow
+    proxy = FlakyProxy(server.endpoint_url)
+    far = S3Remote(remote.bucket, "archive/", proxy.endpoint_url, "us-east-1",
+                   server.access_key, server.secret_key, retries=1, backoff_s=0.01)
+    proxy.slow, proxy.delay_s = (lambda path: "/slices/" in path), READ_DELAY_S
+    rec.add(7)  # what another driver folds once it gets the lease
+    finishing = threading.Event()  # set by the compaction's last step, before its release
+    tries: list[str] = []
+    folded: list[tuple[int, bool]] = []
+    errors: list[BaseException] = []
+
+    def other_driver() -> None:
+        """Another driver's fold, tried again and again while the compaction reads."""
+        conn = connect(server_url)
+        driver = Driver(conn, floor_path, remote, slice_count=10, lease_ms=LEASE_MS)
+        try:
+            proxy.reading.wait(30)
+            while True:
+                try:
+                    report = driver.fold(rec.queue)
+                except LeaseHeld:
+                    tries.append("held")
+                    time.sleep(0.02)
+                    continue
+                folded.append((report.uploaded, finishing.is_set()))
+                return
+        except BaseException as exc:  # noqa: BLE001 (reported by the test)
+            errors.append(exc)
+        finally:
+            driver.close()
+            conn.close()
+
+    racer = threading.Thread(target=other_driver)
+    racer.start()
+    started = time.monotonic()
+    try:
+        report = compact(rec.conn, far, rec.queue, target_bytes=10_000_000,
+                         lease_ms=LEASE_MS,
+                         hook=lambda point: point == "after_delete" and finishing.set())
+        took = time.monotonic() - started
+    finally:
+        racer.join(60)
+        proxy.close()
+    assert not errors, errors
+    # the run outlasted its lease several times over (else this test shows nothing) ...
+    assert took > 3 * LEASE_MS / 1000 and proxy.delayed >= TINY_OBJECTS - 1
+    # ... and no other fold got the lease until the compaction was done with it
+    assert len(tries) > 10 and folded == [(1, True)]
+    assert (report.packs, report.objects_before, report.objects_after) == (
+        1, TINY_OBJECTS, 2)
+    the_plan = plan(remote, rec.queue)
+    assert len(the_plan.chain) == 3 and not the_plan.orphans  # the pack, the newest, the fold's
+    verify(remote, progress=False, floor=floor_path)
+    ids, _ = restored(remote, tmp_path / "r", rec.queue)
+    assert ids == rec.written_ids()
 
 
 def run_child(spec: dict[str, object]) -> subprocess.CompletedProcess[str]:
