@@ -11,6 +11,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -293,24 +295,47 @@ def test_kill_9_at_every_step_restores_exactly_and_a_rerun_completes(
     assert folded_ids(remote, rec.queue) == rec.written_ids()
 
 
-@pytest.mark.slow
+@contextmanager
+def a_store_that_fails(name: str, request: pytest.FixtureRequest, folder: Path
+                       ) -> Iterator[tuple[S3Remote, Callable[[], None], Callable[[], None]]]:
+    """(remote, fail, recover) on a store that can go away mid-compaction: a private
+    SeaweedFS stopped and started again on the same folder, or moto behind a proxy that
+    answers 503 to everything while down (moto keeps its objects in memory: a stopped
+    moto would come back empty)."""
+    if name == "seaweed":
+        with SeaweedS3(folder) as weed:
+            weed.start()
+            yield (weed.remote(bucket_name(), "archive/", retries=1, backoff_s=0.01),
+                   weed.stop, weed.start)
+        return
+    server = request.getfixturevalue(name)
+    bucket = server.remote(bucket_name(), "archive/").bucket
+    proxy = FlakyProxy(server.endpoint_url)
+    try:
+        yield (S3Remote(bucket, "archive/", proxy.endpoint_url, "us-east-1",
+                        server.access_key, server.secret_key, retries=1, backoff_s=0.01),
+               lambda: setattr(proxy, "down", True), lambda: setattr(proxy, "down", False))
+    finally:
+        proxy.close()
+
+
+@pytest.mark.parametrize("store", [pytest.param("seaweed", marks=pytest.mark.slow), "moto"])
 @pytest.mark.parametrize("point", ["after_pack_put", "after_manifest"])
 def test_a_store_that_fails_mid_compaction_leaves_a_restorable_bucket(
-        point: str, rec: Recorder, tmp_path: Path) -> None:
-    with SeaweedS3(tmp_path / "weed") as server:
-        server.start()
-        remote = server.remote(bucket_name(), "archive/", retries=1, backoff_s=0.01)
+        point: str, store: str, request: pytest.FixtureRequest, rec: Recorder,
+        tmp_path: Path) -> None:
+    with a_store_that_fails(store, request, tmp_path / "store") as (remote, fail, recover):
         rec.add(40)
         fold(rec, tmp_path / "floor", remote)
         before = restored(remote, tmp_path / "before", rec.queue)
 
         def hook(name: str) -> None:
             if name == point:
-                server.stop()
+                fail()
 
         with pytest.raises(RemoteUnavailable):
             compact(rec.conn, remote, rec.queue, target_bytes=10_000_000, hook=hook)
-        server.start()
+        recover()
         assert restored(remote, tmp_path / "after", rec.queue) == before
         verify(remote, progress=False, floor=tmp_path / "floor")
         compact(rec.conn, remote, rec.queue, target_bytes=10_000_000)
