@@ -177,28 +177,37 @@ def test_compaction_refuses_while_a_fold_holds_the_lease(rec: Recorder, remote: 
 
 
 LEASE_MS = 1_500
-READ_DELAY_S = 0.5
 TINY_OBJECTS = 80
-"""A run of 80 one-entry objects, each read taking 0.5 s (8 read ahead): about 5 s of
-reading, over three times the 1.5 s lease, while a renewal is due about every 0.5 s (and
-the steps before the first renewal have the whole lease on a busy machine)."""
+PAGE = 10
+SLOW: dict[str, tuple[Callable[[str], bool], float, int]] = {
+    "reads": (lambda path: "/slices/" in path, 0.5, TINY_OBJECTS - 1),
+    "listings": (lambda path: "list-type=" in path, 0.3, 2 * TINY_OBJECTS // PAGE),
+}
+"""What the store is slow at: (requests, delay of each, how many at least). 80 one-entry
+objects read 8 ahead at 0.5 s each take about 5 s, over three times the 1.5 s lease, with a
+renewal due about every 0.5 s; listed 10 to a page, twice (the stale objects, the sizes),
+at 0.3 s a page, about 5 s too: a bucket of a million tiny objects lists in a thousand
+pages. The steps between renewals have the whole lease, on a busy machine too."""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("server_name", ["seaweed", "moto"])
+@pytest.mark.parametrize(("server_name", "slow"), [("seaweed", "reads"), ("moto", "reads"),
+                                                   ("moto", "listings")])
 def test_a_long_compaction_renews_its_lease_and_a_fold_waits_for_it(
-        server_name: str, request: pytest.FixtureRequest, rec: Recorder, server_url: str,
+        server_name: str, slow: str, request: pytest.FixtureRequest, rec: Recorder,
+        server_url: str,
         floor_path: Path, tmp_path: Path) -> None:
     server = request.getfixturevalue(server_name)
     remote = server.remote(bucket_name(), "archive/", retries=2, backoff_s=0.01)
     rec.add(TINY_OBJECTS)
     fold(rec, floor_path, remote, count=1)
     assert len(remote.list_slices(rec.queue)) == TINY_OBJECTS
-    # the compaction reads its objects from a store whose reads are slow
+    # the compaction reaches the objects through a store that is slow at ``slow``
     proxy = FlakyProxy(server.endpoint_url)
     far = S3Remote(remote.bucket, "archive/", proxy.endpoint_url, "us-east-1",
-                   server.access_key, server.secret_key, retries=1, backoff_s=0.01)
-    proxy.slow, proxy.delay_s = (lambda path: "/slices/" in path), READ_DELAY_S
+                   server.access_key, server.secret_key, retries=1, backoff_s=0.01,
+                   page_size=PAGE)
+    proxy.slow, proxy.delay_s, at_least = SLOW[slow]
     rec.add(7)  # what another driver folds once it gets the lease
     finishing = threading.Event()  # set by the compaction's last step, before its release
     tries: list[str] = []
@@ -206,7 +215,7 @@ def test_a_long_compaction_renews_its_lease_and_a_fold_waits_for_it(
     errors: list[BaseException] = []
 
     def other_driver() -> None:
-        """Another driver's fold, tried again and again while the compaction reads."""
+        """Another driver's fold, tried again and again while the compaction runs."""
         conn = connect(server_url)
         driver = Driver(conn, floor_path, remote, slice_count=10, lease_ms=LEASE_MS)
         try:
@@ -239,7 +248,7 @@ def test_a_long_compaction_renews_its_lease_and_a_fold_waits_for_it(
         proxy.close()
     assert not errors, errors
     # the run outlasted its lease several times over (else this test shows nothing) ...
-    assert took > 3 * LEASE_MS / 1000 and proxy.delayed >= TINY_OBJECTS - 1
+    assert took > 3 * LEASE_MS / 1000 and proxy.delayed >= at_least
     # ... and no other fold got the lease until the compaction was done with it
     assert len(tries) > 10 and folded == [(1, True)]
     assert (report.packs, report.objects_before, report.objects_after) == (
