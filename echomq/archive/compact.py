@@ -13,16 +13,21 @@ The chain itself is untouched: the manifest keeps every slice's digest, and a pa
 verified by splitting it back into those slices (:mod:`echomq.archive.packs`), so the
 floor's uploaded digests and kept ``head_digest`` pins stay valid, and tampering with a
 pack is named by ``verify``. The newest object is never merged (a fold may still be
-confirming it). The fold lease keeps folds and prunes out while it runs.
+confirming it). The fold lease keeps folds and prunes out while it runs: renewed as each
+object is read, and by a beat while one call lists or deletes a page at a time.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from itertools import islice
+
+import redis
 
 from echomq.archive.entries import id_lt, parse_stream_id
 from echomq.archive.fold_lease import FoldLease
@@ -31,7 +36,7 @@ from echomq.archive.packs import build_pack, split_pack
 from echomq.archive.remote import Remote
 from echomq.archive.report import ArchiveReport
 from echomq.archive.slices import GENESIS, SliceContent, SliceRef
-from echomq.errors import ChainBroken
+from echomq.errors import ChainBroken, EchoMQError
 from echomq.queue.connection import Connection
 from echomq.queue.validate import positive_int
 
@@ -78,8 +83,10 @@ def compact(conn: Connection, remote: Remote, queue: str, *,
             return report
         objects = manifest.objects()
         report.objects_before = report.objects_after = len(objects)
-        report.deleted += _delete_stale(remote, manifest, objects, lease.renew)
-        runs = _runs(objects, remote.slice_sizes(queue), target_bytes)
+        with _kept(lease):  # two listings of every object: a page at a time
+            report.deleted += _delete_stale(remote, manifest, objects, lease.renew)
+            sizes = remote.slice_sizes(queue)
+        runs = _runs(objects, sizes, target_bytes)
         if not runs:
             return report
         packs: list[tuple[Pack, list[Obj]]] = []
@@ -102,13 +109,38 @@ def compact(conn: Connection, remote: Remote, queue: str, *,
         report.objects_after = len(written.objects())
         for _, run in packs:
             lease.renew()
-            remote.delete_slices([ref for ref, _, _ in run])
+            with _kept(lease):  # a run of thousands of objects: a batch at a time
+                remote.delete_slices([ref for ref, _, _ in run])
             report.deleted += len(run)
             at("during_delete")
         at("after_delete")
     finally:
         lease.release()
     return report
+
+
+@contextmanager
+def _kept(lease: FoldLease) -> Iterator[None]:
+    """Renew ``lease`` every third of its length while one call to the store runs many
+    requests (a listing of a million tiny objects takes a thousand pages, longer than a
+    lease, and renews nothing between them). A renewal that finds the lease lost stops
+    here; the next fenced step (the renewal before the manifest switch) raises it."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(lease.lease_ms / 3000):
+            try:
+                lease.renew()
+            except (EchoMQError, redis.RedisError):
+                return
+
+    thread = threading.Thread(target=beat, name="emq-compact-lease", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _delete_stale(remote: Remote, manifest: Manifest, objects: list[Obj],

@@ -9,6 +9,10 @@ import hashlib
 import json
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -32,8 +36,10 @@ from echomq.archive.restore import plan
 from echomq.archive.seaweed import SeaweedS3
 from echomq.cli.archive import archive_cli
 from echomq.errors import InvalidArgument, LeaseHeld, RemoteUnavailable
+from echomq.queue.connection import connect
 from tests.support.aged import DAY_MS, add_aged
 from tests.support.archive import bucket_name, floor_ids, folded_ids, remote_spec
+from tests.support.proxies import FlakyProxy
 from tests.support.recorder import Recorder
 
 CHILD = str(Path(__file__).with_name("compact_child.py"))
@@ -170,6 +176,90 @@ def test_compaction_refuses_while_a_fold_holds_the_lease(rec: Recorder, remote: 
         compact(rec.conn, remote, rec.queue, target_bytes=0)
 
 
+LEASE_MS = 1_500
+TINY_OBJECTS = 80
+PAGE = 10
+SLOW: dict[str, tuple[Callable[[str], bool], float, int]] = {
+    "reads": (lambda path: "/slices/" in path, 0.5, TINY_OBJECTS - 1),
+    "listings": (lambda path: "list-type=" in path, 0.3, 2 * TINY_OBJECTS // PAGE),
+}
+"""What the store is slow at: (requests, delay of each, how many at least). 80 one-entry
+objects read 8 ahead at 0.5 s each take about 5 s, over three times the 1.5 s lease, with a
+renewal due about every 0.5 s; listed 10 to a page, twice (the stale objects, the sizes),
+at 0.3 s a page, about 5 s too: a bucket of a million tiny objects lists in a thousand
+pages. The steps between renewals have the whole lease, on a busy machine too."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("server_name", "slow"), [("seaweed", "reads"), ("moto", "reads"),
+                                                   ("moto", "listings")])
+def test_a_long_compaction_renews_its_lease_and_a_fold_waits_for_it(
+        server_name: str, slow: str, request: pytest.FixtureRequest, rec: Recorder,
+        server_url: str,
+        floor_path: Path, tmp_path: Path) -> None:
+    server = request.getfixturevalue(server_name)
+    remote = server.remote(bucket_name(), "archive/", retries=2, backoff_s=0.01)
+    rec.add(TINY_OBJECTS)
+    fold(rec, floor_path, remote, count=1)
+    assert len(remote.list_slices(rec.queue)) == TINY_OBJECTS
+    # the compaction reaches the objects through a store that is slow at ``slow``
+    proxy = FlakyProxy(server.endpoint_url)
+    far = S3Remote(remote.bucket, "archive/", proxy.endpoint_url, "us-east-1",
+                   server.access_key, server.secret_key, retries=1, backoff_s=0.01,
+                   page_size=PAGE)
+    proxy.slow, proxy.delay_s, at_least = SLOW[slow]
+    rec.add(7)  # what another driver folds once it gets the lease
+    finishing = threading.Event()  # set by the compaction's last step, before its release
+    tries: list[str] = []
+    folded: list[tuple[int, bool]] = []
+    errors: list[BaseException] = []
+
+    def other_driver() -> None:
+        """Another driver's fold, tried again and again while the compaction runs."""
+        conn = connect(server_url)
+        driver = Driver(conn, floor_path, remote, slice_count=10, lease_ms=LEASE_MS)
+        try:
+            proxy.reading.wait(30)
+            while True:
+                try:
+                    report = driver.fold(rec.queue)
+                except LeaseHeld:
+                    tries.append("held")
+                    time.sleep(0.02)
+                    continue
+                folded.append((report.uploaded, finishing.is_set()))
+                return
+        except BaseException as exc:  # noqa: BLE001 (reported by the test)
+            errors.append(exc)
+        finally:
+            driver.close()
+            conn.close()
+
+    racer = threading.Thread(target=other_driver)
+    racer.start()
+    started = time.monotonic()
+    try:
+        report = compact(rec.conn, far, rec.queue, target_bytes=10_000_000,
+                         lease_ms=LEASE_MS,
+                         hook=lambda point: point == "after_delete" and finishing.set())
+        took = time.monotonic() - started
+    finally:
+        racer.join(60)
+        proxy.close()
+    assert not errors, errors
+    # the run outlasted its lease several times over (else this test shows nothing) ...
+    assert took > 3 * LEASE_MS / 1000 and proxy.delayed >= at_least
+    # ... and no other fold got the lease until the compaction was done with it
+    assert len(tries) > 10 and folded == [(1, True)]
+    assert (report.packs, report.objects_before, report.objects_after) == (
+        1, TINY_OBJECTS, 2)
+    the_plan = plan(remote, rec.queue)
+    assert len(the_plan.chain) == 3 and not the_plan.orphans  # the pack, the newest, the fold's
+    verify(remote, progress=False, floor=floor_path)
+    ids, _ = restored(remote, tmp_path / "r", rec.queue)
+    assert ids == rec.written_ids()
+
+
 def run_child(spec: dict[str, object]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, CHILD, json.dumps(spec)], capture_output=True,
                           text=True, timeout=60)
@@ -214,24 +304,47 @@ def test_kill_9_at_every_step_restores_exactly_and_a_rerun_completes(
     assert folded_ids(remote, rec.queue) == rec.written_ids()
 
 
-@pytest.mark.slow
+@contextmanager
+def a_store_that_fails(name: str, request: pytest.FixtureRequest, folder: Path
+                       ) -> Iterator[tuple[S3Remote, Callable[[], None], Callable[[], None]]]:
+    """(remote, fail, recover) on a store that can go away mid-compaction: a private
+    SeaweedFS stopped and started again on the same folder, or moto behind a proxy that
+    answers 503 to everything while down (moto keeps its objects in memory: a stopped
+    moto would come back empty)."""
+    if name == "seaweed":
+        with SeaweedS3(folder) as weed:
+            weed.start()
+            yield (weed.remote(bucket_name(), "archive/", retries=1, backoff_s=0.01),
+                   weed.stop, weed.start)
+        return
+    server = request.getfixturevalue(name)
+    bucket = server.remote(bucket_name(), "archive/").bucket
+    proxy = FlakyProxy(server.endpoint_url)
+    try:
+        yield (S3Remote(bucket, "archive/", proxy.endpoint_url, "us-east-1",
+                        server.access_key, server.secret_key, retries=1, backoff_s=0.01),
+               lambda: setattr(proxy, "down", True), lambda: setattr(proxy, "down", False))
+    finally:
+        proxy.close()
+
+
+@pytest.mark.parametrize("store", [pytest.param("seaweed", marks=pytest.mark.slow), "moto"])
 @pytest.mark.parametrize("point", ["after_pack_put", "after_manifest"])
 def test_a_store_that_fails_mid_compaction_leaves_a_restorable_bucket(
-        point: str, rec: Recorder, tmp_path: Path) -> None:
-    with SeaweedS3(tmp_path / "weed") as server:
-        server.start()
-        remote = server.remote(bucket_name(), "archive/", retries=1, backoff_s=0.01)
+        point: str, store: str, request: pytest.FixtureRequest, rec: Recorder,
+        tmp_path: Path) -> None:
+    with a_store_that_fails(store, request, tmp_path / "store") as (remote, fail, recover):
         rec.add(40)
         fold(rec, tmp_path / "floor", remote)
         before = restored(remote, tmp_path / "before", rec.queue)
 
         def hook(name: str) -> None:
             if name == point:
-                server.stop()
+                fail()
 
         with pytest.raises(RemoteUnavailable):
             compact(rec.conn, remote, rec.queue, target_bytes=10_000_000, hook=hook)
-        server.start()
+        recover()
         assert restored(remote, tmp_path / "after", rec.queue) == before
         verify(remote, progress=False, floor=tmp_path / "floor")
         compact(rec.conn, remote, rec.queue, target_bytes=10_000_000)

@@ -11,18 +11,27 @@ class FlakyProxy:
 
     While ``swallow`` (a predicate on the request path) holds, a PUT to a matching path is
     answered 200 with a made-up ETag and never forwarded: a store that keeps nothing.
+
+    While ``slow`` (a predicate on the request path) holds, a GET to a matching path waits
+    ``delay_s`` before it is forwarded (``delayed`` counts them, ``reading`` is set at the
+    first): a store far away, whose reads take long.
     """
 
     def __init__(self, upstream: str, fail: int = 0) -> None:
         import http.client
         import http.server
         import threading
+        import time
         from urllib.parse import urlsplit
 
         self.fail = fail
         self.down = False
         self.swallow: Callable[[str], bool] | None = None
         self.swallowed = 0
+        self.slow: Callable[[str], bool] | None = None
+        self.delay_s = 0.0
+        self.delayed = 0
+        self.reading = threading.Event()
         self.seen = 0
         self.refused = 0
         target = urlsplit(upstream)
@@ -53,6 +62,10 @@ class FlakyProxy:
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
+                if self.command == "GET" and proxy.slow and proxy.slow(self.path):
+                    proxy.delayed += 1
+                    proxy.reading.set()
+                    time.sleep(proxy.delay_s)
                 conn = http.client.HTTPConnection(target.hostname, target.port, timeout=10)
                 conn.putrequest(self.command, self.path, skip_host=True,
                                 skip_accept_encoding=True)
