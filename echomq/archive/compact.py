@@ -19,15 +19,11 @@ object is read, and by a beat while one call lists or deletes a page at a time.
 
 from __future__ import annotations
 
-import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from itertools import islice
-
-import redis
 
 from echomq.archive.entries import id_lt, parse_stream_id
 from echomq.archive.fold_lease import FoldLease
@@ -36,7 +32,7 @@ from echomq.archive.packs import build_pack, split_pack
 from echomq.archive.remote import Remote
 from echomq.archive.report import ArchiveReport
 from echomq.archive.slices import GENESIS, SliceContent, SliceRef
-from echomq.errors import ChainBroken, EchoMQError
+from echomq.errors import ChainBroken
 from echomq.queue.connection import Connection
 from echomq.queue.validate import positive_int
 
@@ -83,7 +79,7 @@ def compact(conn: Connection, remote: Remote, queue: str, *,
             return report
         objects = manifest.objects()
         report.objects_before = report.objects_after = len(objects)
-        with _kept(lease):  # two listings of every object: a page at a time
+        with lease.kept():  # two listings of every object: a page at a time
             report.deleted += _delete_stale(remote, manifest, objects, lease.renew)
             sizes = remote.slice_sizes(queue)
         runs = _runs(objects, sizes, target_bytes)
@@ -109,7 +105,7 @@ def compact(conn: Connection, remote: Remote, queue: str, *,
         report.objects_after = len(written.objects())
         for _, run in packs:
             lease.renew()
-            with _kept(lease):  # a run of thousands of objects: a batch at a time
+            with lease.kept():  # a run of thousands of objects: a batch at a time
                 remote.delete_slices([ref for ref, _, _ in run])
             report.deleted += len(run)
             at("during_delete")
@@ -117,30 +113,6 @@ def compact(conn: Connection, remote: Remote, queue: str, *,
     finally:
         lease.release()
     return report
-
-
-@contextmanager
-def _kept(lease: FoldLease) -> Iterator[None]:
-    """Renew ``lease`` every third of its length while one call to the store runs many
-    requests (a listing of a million tiny objects takes a thousand pages, longer than a
-    lease, and renews nothing between them). A renewal that finds the lease lost stops
-    here; the next fenced step (the renewal before the manifest switch) raises it."""
-    stop = threading.Event()
-
-    def beat() -> None:
-        while not stop.wait(lease.lease_ms / 3000):
-            try:
-                lease.renew()
-            except (EchoMQError, redis.RedisError):
-                return
-
-    thread = threading.Thread(target=beat, name="emq-compact-lease", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 def _delete_stale(remote: Remote, manifest: Manifest, objects: list[Obj],

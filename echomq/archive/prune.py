@@ -151,11 +151,12 @@ def _prune(queue: str, floor: Floor | None, remote: Remote | None, report: Prune
             base = _prune_manifest(remote, manifest, report, lease.renew).base
             at("after_manifest")
         lease.renew()
-        # the dropped objects, and any a crash left
-        gone = [r for r in remote.list_slices(queue) if not id_lt(base.through, r.last)]
-        if gone:
-            remote.delete_slices(gone)
-            report.deleted += len(gone)
+        with lease.kept():  # a listing and deletes of every dropped object: page by page
+            # the dropped objects, and any a crash left
+            gone = [r for r in remote.list_slices(queue) if not id_lt(base.through, r.last)]
+            if gone:
+                remote.delete_slices(gone)
+                report.deleted += len(gone)
         at("after_delete")
         through, digest = base.through, base.digest
     elif floor is not None:

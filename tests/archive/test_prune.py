@@ -8,6 +8,7 @@ import json
 import time
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -32,6 +33,7 @@ from echomq.errors import InvalidArgument, LeaseHeld
 from echomq.jobs.scheduler import BatchScheduler
 from tests.support.aged import DAY_MS, add_aged
 from tests.support.archive import bucket_name, floor_ids, folded_ids
+from tests.support.proxies import FlakyProxy
 from tests.support.recorder import Recorder
 
 KEEP = 400 * DAY_MS
@@ -242,3 +244,32 @@ def test_the_scheduler_applies_each_declared_queues_policy(
                 time.sleep(0.05)
         assert floor_ids(floor, rec.queue) == straddling + recent
         assert len(floor_ids(floor, other.queue)) == 10  # no policy: kept forever
+
+
+@pytest.mark.slow
+def test_a_prune_listing_a_bucket_slower_than_its_lease_keeps_the_lease(
+        rec: Recorder, moto: Any, floor_path: Path) -> None:
+    """A year of folds every 30 s is a million objects: listed a page at a time, longer
+    than a lease, with no renewal between pages before (LeaseLost before the floor forgot
+    anything, on every rerun)."""
+    remote = moto.remote(bucket_name(), "archive/", retries=2, backoff_s=0.01)
+    old = add_aged(rec, 500, 60)
+    add_aged(rec, 10, 1)
+    fold(rec, floor_path, remote, count=1)
+    proxy = FlakyProxy(moto.endpoint_url)
+    far = S3Remote(remote.bucket, "archive/", proxy.endpoint_url, "us-east-1",
+                   moto.access_key, moto.secret_key, retries=1, backoff_s=0.01, page_size=10)
+    proxy.slow, proxy.delay_s = (lambda path: "list-type=" in path), 0.4
+    try:
+        started = time.monotonic()
+        report = prune(rec.conn, rec.queue, floor=floor_path, remote=far, keep=KEEP,
+                       lease_ms=1_500)
+        took = time.monotonic() - started
+    finally:
+        proxy.close()
+    assert took > 2 * 1.5  # seven listed pages at 0.4 s: over two leases
+    assert (report.deleted, report.floor_slices) == (60, 60)
+    with Floor(floor_path) as floor:
+        left = floor_ids(floor, rec.queue)
+    assert folded_ids(remote, rec.queue) == left == [rec.written_ids()[-1]]
+    assert not set(old) & set(left)
