@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 SECTIONS = {
     "consumer": ("bench_consumer", "main"),
     "archive": ("bench_archive", "rows"),
+    "fold-parts": ("bench_fold_parts", "rows"),
     "retention": ("bench_retention", "rows"),
     "drivers": ("bench_drivers", "rows"),
     "bulk": ("bench_bulk", "rows"),

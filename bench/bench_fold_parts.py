@@ -1,0 +1,153 @@
+"""Where a fold's time goes, per entry, part by part (not a test).
+
+The same slices go through each step of the floor-only fold on their own: the ``XRANGE``
+read (the server's work, the socket, hiredis), the fields and canonical lines, the index
+rows, and the floor commit (LMDB's puts and its synced commit, the rows excluded); then the
+same pairs into a bare LMDB environment, and a whole fold for reference. Each figure is the
+median of ``--runs`` in microseconds per entry, on private servers started here, with
+cyclic GC paused as the fold pauses it.
+
+    python bench/bench_fold_parts.py [--entries 100000] [--runs 3] [--slice-count 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import redis
+from bench_archive import fill
+from rich.console import Console
+from rich.table import Table
+
+from echomq.archive import Driver, Floor, declare
+from echomq.archive.entries import entry_line
+from echomq.archive.floor import _index_rows
+from echomq.archive.floor_state import _qk
+from echomq.archive.quiet_gc import quiet_gc
+from echomq.archive.slices import RawItem, SliceContent, build_slice
+from echomq.queue.connection import connect
+from echomq.servers.valkey import EmbeddedValkey
+
+PARTS = ("read", "lines", "index rows", "floor commit", "bare LMDB", "whole fold")
+
+
+def _timed(fn: Any) -> tuple[float, Any]:
+    started = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - started, out
+
+
+def one_run(url: str, work: Path, entries: int, slice_count: int) -> dict[str, float]:
+    with quiet_gc():  # as in the fold: no cyclic GC passes over the slices in memory
+        return _one_run(url, work, entries, slice_count)
+
+
+def _one_run(url: str, work: Path, entries: int, slice_count: int) -> dict[str, float]:
+    conn = connect(url)
+    fast = redis.Redis.from_url(url, decode_responses=True)
+    fast.set_response_callback("XRANGE", lambda reply, **_: reply)
+    queue = f"parts-{uuid.uuid4().hex[:8]}"
+    declare(conn, queue)
+    fill(conn, queue, entries)
+    stream = conn.keys(queue).completions
+    took = dict.fromkeys(PARTS, 0.0)
+
+    replies, after = [], "0-0"
+    while True:
+        spent, reply = _timed(lambda after=after: fast.execute_command(
+            "XRANGE", stream, f"({after}", "+", "COUNT", slice_count))
+        took["read"] += spent
+        if not reply:
+            break
+        replies.append((after, reply))
+        after = reply[-1][0]
+
+    def lines(reply: list[Any]) -> list[RawItem]:
+        items: list[RawItem] = []
+        for sid, flat in reply:
+            it = iter(flat)
+            fields = dict(zip(it, it, strict=True))
+            items.append((sid, fields, entry_line(sid, fields)))
+        return items
+
+    slices: list[SliceContent] = []
+    for prev, reply in replies:
+        spent, items = _timed(lambda reply=reply: lines(reply))
+        took["lines"] += spent
+        slices.append(build_slice(queue, prev, items, encode=False))
+    qk = _qk(queue)
+    took["index rows"] = sum(_timed(lambda s=s: _index_rows(qk, s.items))[0] for s in slices)
+    with Floor(work / f"floor-{queue}", map_size=1 << 30) as floor:
+        for content in slices:
+            took["floor commit"] += _timed(lambda c=content: floor.commit_slice(
+                c, uploaded=False, keep_bytes=False))[0]
+    took["floor commit"] -= took["index rows"]  # commit_slice builds the rows itself
+    rows = [_index_rows(qk, s.items) for s in slices]
+    env = lmdb.open(str(work / f"bare-{queue}"), map_size=1 << 30, max_dbs=16)
+    dbs = {name: env.open_db(name.encode()) for name in rows[0]}
+    started = time.perf_counter()
+    for per_db in rows:
+        with env.begin(write=True) as txn:
+            for name, pairs in per_db.items():
+                if pairs:
+                    txn.cursor(db=dbs[name]).putmulti(pairs)
+    took["bare LMDB"] = time.perf_counter() - started
+    env.close()
+
+    again = f"parts-{uuid.uuid4().hex[:8]}"
+    declare(conn, again)
+    fill(conn, again, entries)
+    with Floor(work / f"floor-{again}", map_size=1 << 30) as floor:
+        took["whole fold"] = _timed(
+            lambda: Driver(conn, floor, slice_count=slice_count).fold(again))[0]
+    conn.close()
+    fast.close()
+    return {part: seconds / entries * 1e6 for part, seconds in took.items()}
+
+
+def rows(entries: int = 100_000, runs: int = 3, slice_count: int = 10_000
+         ) -> list[tuple[str, str]]:
+    """The table's rows: each part's median in µs per entry, and its share of the sum."""
+    with tempfile.TemporaryDirectory(prefix="emq-bench-") as folder:
+        work = Path(folder)
+        valkey = EmbeddedValkey(work / "valkey").start()
+        try:
+            results = [one_run(valkey.url, work, entries, slice_count) for _ in range(runs)]
+        finally:
+            valkey.cleanup()
+    med = {part: statistics.median(r[part] for r in results) for part in PARTS}
+    steps = sum(med[p] for p in PARTS[:4])
+    label = f"fold parts ({entries:,} outcomes, slices of {slice_count:,})"
+    out = [(f"{label}: {part} (µs/entry; share of the four steps)",
+            f"{med[part]:.2f} ({med[part] / steps:.0%})") for part in PARTS[:4]]
+    out.append((f"{label}: the four steps together (µs/entry; entries/s)",
+                f"{steps:.2f} ({1e6 / steps:,.0f}/s)"))
+    out.append((f"{label}: bare LMDB, the same pairs (µs/entry)", f"{med['bare LMDB']:.2f}"))
+    out.append((f"{label}: whole fold, for reference (µs/entry; entries/s)",
+                f"{med['whole fold']:.2f} ({1e6 / med['whole fold']:,.0f}/s)"))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entries", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--slice-count", type=int, default=10_000)
+    args = parser.parse_args()
+    table = Table(title=f"median of {args.runs}")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for name, value in rows(args.entries, args.runs, args.slice_count):
+        table.add_row(name, value)
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()
