@@ -476,6 +476,7 @@ class Driver(StreamChecks, UploadSteps):
         checkpoint = self.floor.checkpoint(queue)
         if checkpoint == ZERO_ID or not self._may_trim(queue, tally):
             return
+        self.floor.check_in_place()
         writes, also = self._archives()
         try:
             lease.mark(checkpoint, writes, also)
@@ -488,6 +489,7 @@ class Driver(StreamChecks, UploadSteps):
         safe = self.floor.safe_trim_point(queue, with_remote=self.remote is not None)
         if safe == ZERO_ID or not self._may_trim(queue, tally):
             return
+        self.floor.check_in_place()
         self._at("before_trim")
         writes, also = self._archives()
         try:

@@ -109,10 +109,20 @@ class _Shared:
         except lmdb.Error as exc:
             self.env.close()
             raise _lmdb_failure(path, "opening its databases", exc) from exc
+        self.file = _identity(path)
         self.refs = 0
         self.write_lock = threading.Lock()
         self.readers = 0
         self.idle = threading.Condition()
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the floor's data file now; None when there is none."""
+    try:
+        found = os.stat(os.path.join(path, "data.mdb"))
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 _registry: dict[str, _Shared] = {}
@@ -148,6 +158,16 @@ class LmdbStore:
     @property
     def env(self) -> lmdb.Environment:
         return self._s.env
+
+    def check_in_place(self) -> None:
+        """Raise :class:`FloorError` when the floor's data file is no longer the one this
+        process opened (its folder removed, moved or replaced while open): writes would go
+        on into a file nobody can open again, so nothing may be trimmed against them."""
+        if _identity(self.path) != self._s.file:
+            raise FloorError(
+                f"the floor at {self.path} was removed or replaced while this process had it "
+                "open: nothing more is trimmed or marked folded against it. Restart with the "
+                "floor in place (restore it from the bucket when it had one)")
 
     def close(self) -> None:
         shared, self._shared = self._shared, None

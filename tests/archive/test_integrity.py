@@ -9,8 +9,10 @@ Item 14: only a driver that writes the stream's archive of record trims it.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
+import lmdb
 import pytest
 from click.testing import CliRunner
 
@@ -29,7 +31,7 @@ from echomq.archive import (
 from echomq.archive.entries import id_key
 from echomq.archive.seaweed import SeaweedS3
 from echomq.cli.archive import archive_cli
-from echomq.errors import StreamUnavailable
+from echomq.errors import FloorError, StreamUnavailable
 from echomq.queue.connection import Connection
 from echomq.queue.embedded import EmbeddedValkey
 from tests.support.archive import floor_ids, folded_ids
@@ -323,3 +325,25 @@ def test_fold_declared_reports_a_server_failure_per_queue(
     assert sorted(reports) == [queue + "a", queue + "b"]
     assert all("StreamUnavailable" in (r.error or "") for r in reports.values())
     conn.close()
+
+
+@pytest.mark.parametrize("how", ["removed", "replaced"])
+def test_a_floor_removed_or_replaced_while_open_stops_the_trims(
+        rec: Recorder, floor_path: Path, tmp_path: Path, how: str) -> None:
+    """Someone deletes (or swaps) the floor's folder under a running driver: LMDB writes
+    on into a file nobody can open again, and every trim against it loses history."""
+    rec.add(10)
+    driver = Driver(rec.conn, floor_path, slice_count=5)
+    try:
+        assert driver.fold(rec.queue).trimmed == 10
+        rec.add(10)
+        if how == "removed":
+            shutil.rmtree(floor_path)
+        else:
+            floor_path.rename(tmp_path / "old-floor")
+            lmdb.open(str(floor_path), max_dbs=1).close()  # another floor at the path
+        with pytest.raises(FloorError, match="removed or replaced"):
+            driver.fold(rec.queue)
+        assert rec.conn.redis.xlen(rec.key) == 10  # nothing trimmed against the lost floor
+    finally:
+        driver.close()
