@@ -1,4 +1,5 @@
-"""One read of the outcome stream for a slice, decoded without losing a byte.
+"""Every read of the outcome stream (a slice in pages, ids, ``XINFO STREAM``), decoded
+without losing a byte.
 
 The stream holds whatever its writers put there. What the queue writes is UTF-8 and is
 read decoded by the client (hiredis, in C). A field that is not UTF-8 (another writer's
