@@ -207,10 +207,17 @@ def fields_utf8(fields: Mapping[str, str]) -> bool:
     return True
 
 
+REPEAT = "\x00#"
+"""Between a repeated field's name and its ordinal (``result\\x00#2``): a field named
+twice in one entry is kept whole this way, and quarantined."""
+
+
 def malformed_reason(fields: Mapping[str, str]) -> str | None:
     """Why an entry cannot be archived as an outcome, or ``None`` when it can."""
     if not fields_utf8(fields):
         return "a field is not valid UTF-8 (its bytes are kept, each stray one as \\udcXX)"
+    if any(REPEAT in name for name in fields):
+        return "a field is named more than once (each repeat kept as NAME\\x00#N)"
     job = fields.get("job")
     if not job:
         return "missing job"

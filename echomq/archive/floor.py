@@ -98,10 +98,11 @@ def _u64(value: int) -> bytes:
 
 
 Pairs = list[tuple[bytes, bytes]]
-MAYBE_NOT_UTF8 = b"\\ud"
-"""In a line only where a byte that is not UTF-8 was escaped (``entries._escaped_line``),
-or where the text itself holds a backslash before ``ud``: such an entry gets every check of
-``malformed_reason`` (which quarantines the former)."""
+ODD_TEXT = b"\\u"
+"""JSON writes ``\\u`` only for a control character: a stray byte's escape (not UTF-8,
+``entries._escaped_line``), a repeated field's mark (``entries.REPEAT``), or one in the text
+itself (or a backslash before ``u`` there): such an entry gets every check of
+``malformed_reason``, which quarantines the first two."""
 
 
 def _index_rows(qk: bytes, items: Sequence[RawItem]) -> dict[str, Pairs]:
@@ -122,7 +123,7 @@ def _index_rows(qk: bytes, items: Sequence[RawItem]) -> dict[str, Pairs]:
     checked = names_ok([fields.get("job") for _, fields, _ in items])
     for sid, fields, line in items:
         ik = id_key(sid)
-        terms = index_terms(fields, job_checked=checked) if MAYBE_NOT_UTF8 not in line else (
+        terms = index_terms(fields, job_checked=checked) if ODD_TEXT not in line else (
             malformed_reason(fields) or index_terms(fields))
         if isinstance(terms, str):
             add_bad((qk + ik, line))

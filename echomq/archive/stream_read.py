@@ -17,7 +17,7 @@ from typing import Any
 import redis
 from redis.client import NEVER_DECODE
 
-from echomq.archive.entries import entry_line
+from echomq.archive.entries import REPEAT, entry_line
 from echomq.archive.slices import RawItem
 
 RawEntry = tuple[str, list[str]]
@@ -66,6 +66,8 @@ def read_items(client: Any, key: str, after: str, end: str, *, count: int, max_b
         for sid, flat in raw:
             it = iter(flat)
             fields = dict(zip(it, it, strict=True))
+            if 2 * len(fields) != len(flat):
+                fields = with_repeats(flat)
             line = entry_line(sid, fields)
             if items and size + len(line) + 1 > max_bytes:
                 return items, size / len(items)
@@ -76,6 +78,21 @@ def read_items(client: Any, key: str, after: str, end: str, *, count: int, max_b
         lo = f"({raw[-1][0]}"
         entry_bytes = size / len(items)
     return items, (size / len(items) if items else entry_bytes)
+
+
+def with_repeats(flat: list[str]) -> dict[str, str]:
+    """The fields of an entry that names one field more than once (``XADD`` allows it; a
+    dict would keep only the last value): every repeat kept under ``name`` + ``REPEAT`` +
+    its ordinal, so the entry is quarantined with all its values."""
+    fields: dict[str, str] = {}
+    it = iter(flat)
+    for name, value in zip(it, it, strict=True):
+        key, seen = name, 1
+        while key in fields:
+            seen += 1
+            key = f"{name}{REPEAT}{seen}"
+        fields[key] = value
+    return fields
 
 
 def read_ids(client: Any, key: str, lo: str, count: int, hi: str = "+") -> list[str]:

@@ -149,3 +149,21 @@ def test_a_slice_of_large_entries_reads_about_what_it_keeps(rec: Recorder,
     assert (report.entries, report.slices) == (120, 30)  # 4 lines of 200 KB fit in 1 MB
     # every slice read all that was left before (about 15 times the stream here)
     assert sent() - before < 2 * stream_bytes
+
+
+@pytest.mark.plain_only  # redis-py's Cluster client folds each entry into a dict first
+def test_a_field_named_twice_is_quarantined_with_both_values(rec: Recorder,
+                                                            tmp_path: Path) -> None:
+    sid = str(rec.conn.redis.execute_command(
+        "XADD", rec.key, "*", "job", "twice", "outcome", "completed", "result", "first",
+        "result", "second", "attempts", "1", "at", "1700000000700"))
+    rec.add(2)
+    with Driver(rec.conn, tmp_path / "floor") as driver:
+        report = driver.fold(rec.queue)
+        assert (report.entries, report.quarantined) == (3, 1)
+        kept, = driver.floor.quarantined(rec.queue)
+    assert kept.stream_id == sid and "more than once" in kept.reason
+    assert dict(kept.fields) == {"job": "twice", "outcome": "completed", "result": "first",
+                                 "result\x00#2": "second", "attempts": "1",
+                                 "at": "1700000000700"}
+    assert rec.conn.redis.xlen(rec.key) == 0
