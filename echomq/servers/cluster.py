@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Self
 
@@ -106,11 +105,7 @@ class LocalCluster(Deployment):
     def wait_ok(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Until every running node says ``cluster_state:ok``, sees every slot
         assigned, and has its replicas attached."""
-        deadline = time.monotonic() + timeout_s
-        while not self._all_ok():
-            if time.monotonic() > deadline:
-                raise ConnectionFailed(f"the cluster in {self.data_dir} is not ok in time")
-            time.sleep(0.1)
+        self._poll(self._all_ok, timeout_s, f"the cluster in {self.data_dir} is not ok in time")
 
     def _all_ok(self) -> bool:
         replicas = 0

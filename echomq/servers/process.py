@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Protocol, Self
 
-from echomq.errors import EchoMQError, LauncherError
+from echomq.errors import ConnectionFailed, EchoMQError, LauncherError
 
 _PR_SET_PDEATHSIG = 1
 
@@ -227,6 +227,15 @@ class Deployment:
     def stop(self) -> None:
         for process in self.processes():
             process.stop()
+
+    @staticmethod
+    def _poll(done: Callable[[], bool], timeout_s: float, failure: str) -> None:
+        """Until ``done()`` holds; ``ConnectionFailed(failure)`` after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while not done():
+            if time.monotonic() > deadline:
+                raise ConnectionFailed(failure)
+            time.sleep(0.1)
 
     def cleanup(self) -> None:
         for process in self.processes():

@@ -12,7 +12,6 @@ takes.
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
@@ -144,11 +143,8 @@ class LocalSentinel(Deployment):
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Until the replica is in sync and every sentinel sees a primary with one
         replica and the other sentinels."""
-        deadline = time.monotonic() + timeout_s
-        while not self._ready():
-            if time.monotonic() > deadline:
-                raise ConnectionFailed(f"the sentinels in {self.data_dir} are not ready in time")
-            time.sleep(0.1)
+        self._poll(self._ready, timeout_s,
+                   f"the sentinels in {self.data_dir} are not ready in time")
 
     def _ready(self) -> bool:
         running = [s for s in self.servers if s.running()]
@@ -202,11 +198,8 @@ class LocalSentinel(Deployment):
     def wait_promoted(self, server: EmbeddedValkey, timeout_s: float = READY_TIMEOUT_S
                       ) -> None:
         """Until ``server`` is the primary and the sentinels name it (after a failover)."""
-        deadline = time.monotonic() + timeout_s
-        while not self._names(server):
-            if time.monotonic() > deadline:
-                raise ConnectionFailed(f"{server.where()} was not promoted in time")
-            time.sleep(0.1)
+        self._poll(lambda: self._names(server), timeout_s,
+                   f"{server.where()} was not promoted in time")
 
     def _names(self, server: EmbeddedValkey) -> bool:
         if self.primary() is not server:
