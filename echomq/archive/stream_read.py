@@ -12,11 +12,12 @@ stream grows.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import redis
 from redis.client import NEVER_DECODE
 
+from echomq.archive import accel
 from echomq.archive.entries import REPEAT, entry_line
 from echomq.archive.slices import RawItem
 
@@ -63,21 +64,48 @@ def read_items(client: Any, key: str, after: str, end: str, *, count: int, max_b
         page = min(room, FIRST_PAGE) if entry_bytes is None else min(
             room, max(1, int((max_bytes - size) / max(entry_bytes, 1.0)) + 1))
         raw = read_range(client, key, lo, end, page, fast=fast)
-        for sid, flat in raw:
-            it = iter(flat)
-            fields = dict(zip(it, it, strict=True))
-            if 2 * len(fields) != len(flat):
-                fields = with_repeats(flat)
-            line = entry_line(sid, fields)
-            if items and size + len(line) + 1 > max_bytes:
-                return items, size / len(items)
-            items.append((sid, fields, line))
-            size += len(line) + 1
+        size, full = take(raw, items, size, max_bytes)
+        if full:
+            return items, size / len(items)
         if len(raw) < page:
             break
         lo = f"({raw[-1][0]}"
         entry_bytes = size / len(items)
     return items, (size / len(items) if items else entry_bytes)
+
+
+def take(raw: list[RawEntry], items: list[RawItem], size: int, max_bytes: int
+         ) -> tuple[int, bool]:
+    """Append ``raw`` entries to ``items`` as (id, fields, line) until one would take the
+    lines past ``max_bytes`` (the first item is always taken); returns the new ``size``
+    (each line and its newline) and whether it stopped there. In C when the accelerator
+    is built (see :mod:`echomq.archive.accel`), else :func:`take_py`."""
+    if accel.FOLD is not None:
+        return cast("tuple[int, bool]", accel.FOLD.take(raw, items, size, max_bytes, item_of))
+    return take_py(raw, items, size, max_bytes)
+
+
+def take_py(raw: list[RawEntry], items: list[RawItem], size: int, max_bytes: int
+            ) -> tuple[int, bool]:
+    """:func:`take` in Python: the reference the accelerator is tested against."""
+    for entry in raw:
+        item = item_of(entry)
+        grow = len(item[2]) + 1
+        if items and size + grow > max_bytes:
+            return size, True
+        items.append(item)
+        size += grow
+    return size, False
+
+
+def item_of(entry: RawEntry) -> RawItem:
+    """One entry's (id, fields, canonical line)."""
+    sid, flat = entry
+    it = iter(flat)
+    fields = dict(zip(it, it, strict=True))
+    if 2 * len(fields) != len(flat):
+        fields = with_repeats(flat)
+    return sid, fields, entry_line(sid, fields)
 
 
 def with_repeats(flat: list[str]) -> dict[str, str]:
