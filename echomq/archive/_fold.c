@@ -123,7 +123,7 @@ static PyObject *plain_fields(PyObject *flat) {
     if (!PyList_CheckExact(flat) || PyList_GET_SIZE(flat) % 2)
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(flat);
-    PyObject *fields = PyDict_New();
+    PyObject *fields = _PyDict_NewPresized(n / 2);  /* no resize while it fills */
     if (fields == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < n; i += 2) {
