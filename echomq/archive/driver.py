@@ -37,7 +37,6 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import cast
 
 import redis
 
@@ -267,32 +266,20 @@ class Driver(StreamChecks, UploadSteps):
 
     def _fold_to_floor(self, keys: Keys, queue: str, end: str | None, lease: FoldLease,
                        tally: _Tally) -> None:
-        """Per slice: read, commit to the floor, mark, trim. The commit of one slice runs on
-        a thread of its own while the next slice is read (LMDB's synced write lets go of the
-        GIL, and the server builds the next reply meanwhile): a slice is still marked and
-        trimmed only once its commit stood, and the next is committed only after that, so
-        what a crash leaves is what it left without the overlap. An error waits for the
-        commit under way (the pool's exit) and the next fold repairs its mark and trim."""
-        after = self.floor.checkpoint(queue)
-        committing: Future[None] | None = None
-        with ThreadPoolExecutor(1, thread_name_prefix="emq-commit") as committer:
-            while True:
-                with quiet_gc():  # the slices in memory: the one read, the one committing
-                    content, read = None, end is not None and id_lt(after, end)
-                    if read:
-                        lease.renew()
-                        content = self._read_slice(keys, queue, after, cast(str, end))
-                    if committing is not None:
-                        done, committing = committing, None
-                        done.result()
-                        self._mark(queue, lease, tally)
-                        self._trim(queue, lease, tally)
-                    if read:  # after the read, which may have missed some, and the commit
-                        self._check_gap(keys, queue, lease)
-                    if content is None:
-                        return
-                    after = content.meta.last
-                    committing = committer.submit(self._commit, content, tally)
+        """Per slice: read, commit to the floor, mark, trim."""
+        while end is not None:
+            checkpoint = self.floor.checkpoint(queue)
+            if not id_lt(checkpoint, end):
+                break
+            lease.renew()
+            with quiet_gc():
+                content = self._read_slice(keys, queue, checkpoint, end)
+                self._check_gap(keys, queue, lease)  # after the read: it may have missed some
+                if content is None:
+                    break
+                self._commit(content, tally)
+            self._mark(queue, lease, tally)
+            self._trim(queue, lease, tally)
 
     def _fold_and_upload(self, keys: Keys, queue: str, end: str | None, lease: FoldLease,
                          tally: _Tally, manifest: Manifest | None,
