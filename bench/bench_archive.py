@@ -2,7 +2,8 @@
 
 Measures, median of ``--runs`` (default 3): the fold rate into the floor alone, the fold
 rate with the local SeaweedFS S3 endpoint, the restore rate from it, the floor's size per
-entry, the floor-only rate again with the queue's default job ids (a counter: the job
+entry, the floor-only rate again without the C accelerator (the Python path) and with the
+queue's default job ids (a counter: the job
 index then appends, where random custom ids scatter it), and Redis memory (INFO
 used_memory, MEMORY USAGE of the stream) before and after the trim. Everything runs on
 private servers it starts and stops itself.
@@ -24,13 +25,15 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import lmdb
 from rich.console import Console
 from rich.table import Table
 
-from echomq.archive import Driver, Floor, declare, restore
+from echomq.archive import Driver, Floor, accel, declare, restore
 from echomq.queue.connection import connect
 from echomq.queue.keys import Keys
 from echomq.servers.seaweed import SeaweedS3
@@ -91,6 +94,16 @@ def raw_lmdb_rate(floor: Floor, work: Path, entries: int, slices: int) -> float:
     return rate
 
 
+@contextmanager
+def python_path() -> Iterator[None]:
+    """The fold without its C accelerator, as where none was built."""
+    built, accel.FOLD = accel.FOLD, None
+    try:
+        yield
+    finally:
+        accel.FOLD = built
+
+
 def one_run(conn: object, work: Path, weed: SeaweedS3, entries: int, slice_count: int
             ) -> dict[str, float]:
     out: dict[str, float] = {}
@@ -107,6 +120,14 @@ def one_run(conn: object, work: Path, weed: SeaweedS3, entries: int, slice_count
         out["raw_rate"] = raw_lmdb_rate(floor, work, report.entries, report.slices)
     conn.redis.execute_command("MEMORY", "PURGE")  # type: ignore[attr-defined]
     out["used_after"], out["stream_after"] = memory(conn, queue)
+
+    queue = f"bench-{uuid.uuid4().hex[:8]}"
+    declare(conn, queue)
+    fill(conn, queue, entries)
+    with Floor(work / f"floor-{queue}", map_size=1 << 30) as floor, python_path():
+        started = time.perf_counter()
+        report = Driver(conn, floor, slice_count=slice_count).fold(queue)
+        out["python_rate"] = report.entries / (time.perf_counter() - started)
 
     queue = f"bench-{uuid.uuid4().hex[:8]}"
     declare(conn, queue)
@@ -163,6 +184,8 @@ def rows(entries: int = 200_000, runs: int = 3, slice_count: int = 10_000,
          f"{med('raw_rate'):,.0f}"),
         (f"{label}: fold, floor only (entries/s; target >= 150,000; ratio to raw LMDB)",
          f"{med('floor_rate'):,.0f} ({ratio('floor_rate')})"),
+        (f"{label}: fold, floor only, the Python path (no C accelerator; entries/s; ratio)",
+         f"{med('python_rate'):,.0f} ({ratio('python_rate')})"),
         (f"{label}: fold, floor only, the queue's own counted job ids (entries/s; ratio)",
          f"{med('counted_rate'):,.0f} ({ratio('counted_rate')})"),
         (f"{label}: fold, floor + SeaweedFS S3 (entries/s; target >= 100,000; ratio)",

@@ -1,11 +1,13 @@
 """Where a fold's time goes, per entry, part by part (not a test).
 
 The same slices go through each step of the floor-only fold on their own: the ``XRANGE``
-read (the server's work, the socket, hiredis), the fields and canonical lines, the index
-rows, and the floor commit (LMDB's puts and its synced commit, the rows excluded); then the
-same pairs into a bare LMDB environment, and a whole fold for reference. Each figure is the
-median of ``--runs`` in microseconds per entry, on private servers started here, with
-cyclic GC paused as the fold pauses it.
+read (the server's work, the socket, hiredis), the fields and canonical lines
+(``stream_read.take``), the index rows, and the floor commit (LMDB's puts and its synced
+commit, the rows excluded); then the same pairs into a bare LMDB environment, and a whole
+fold for reference. Each figure is the median of ``--runs`` in microseconds per entry, on
+private servers started here, with cyclic GC paused as the fold pauses it. The lines and
+the index rows run in C when the accelerator is built (``ECHOMQ_PURE_PYTHON=1`` measures
+the Python path).
 
     python bench/bench_fold_parts.py [--entries 100000] [--runs 3] [--slice-count 10000]
 """
@@ -27,11 +29,11 @@ from rich.console import Console
 from rich.table import Table
 
 from echomq.archive import Driver, Floor, declare
-from echomq.archive.entries import entry_line
 from echomq.archive.floor import _index_rows
 from echomq.archive.floor_state import _qk
 from echomq.archive.quiet_gc import quiet_gc
 from echomq.archive.slices import RawItem, SliceContent, build_slice
+from echomq.archive.stream_read import take
 from echomq.queue.connection import connect
 from echomq.servers.valkey import EmbeddedValkey
 
@@ -71,10 +73,7 @@ def _one_run(url: str, work: Path, entries: int, slice_count: int) -> dict[str, 
 
     def lines(reply: list[Any]) -> list[RawItem]:
         items: list[RawItem] = []
-        for sid, flat in reply:
-            it = iter(flat)
-            fields = dict(zip(it, it, strict=True))
-            items.append((sid, fields, entry_line(sid, fields)))
+        take(reply, items, 0, 1 << 40)
         return items
 
     slices: list[SliceContent] = []
