@@ -41,6 +41,15 @@ static int reserve(Py_ssize_t need) {
     return 0;
 }
 
+/* A line of a huge entry (a recorded payload of many MB) leaves no huge buffer behind. */
+static void release_big_scratch(void) {
+    if (scratch_cap > (1 << 20)) {
+        PyMem_Free(scratch);
+        scratch = NULL;
+        scratch_cap = 0;
+    }
+}
+
 /* -- the canonical JSON line ------------------------------------------------------------ */
 
 /* Appends `s` as a JSON string the way json.dumps(ensure_ascii=False) writes it: only the
@@ -59,10 +68,23 @@ static Py_ssize_t put_string(Py_ssize_t at, PyObject *s) {
             PyErr_Clear();
         return -1;
     }
-    if (reserve(at + 6 * n + 2) < 0)
+    Py_ssize_t extra = 0;  /* what the escapes add: a scratch no bigger than the line */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)u[i];
+        if (c == '"' || c == '\\')
+            extra += 1;
+        else if (c < 0x20)
+            extra += (c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t') ? 1 : 5;
+    }
+    if (reserve(at + n + extra + 2) < 0)
         return -1;
     char *out = scratch + at;
     *out++ = '"';
+    if (extra == 0) {
+        memcpy(out, u, (size_t)n);
+        out += n;
+        n = 0;  /* nothing left to escape */
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)u[i];
         if (c >= 0x20 && c != '"' && c != '\\') {
@@ -201,9 +223,11 @@ static PyObject *take(PyObject *module, PyObject *args) {
         size += grow;
     }
     Py_DECREF(seq);
+    release_big_scratch();
     return Py_BuildValue("(nO)", size, full ? Py_True : Py_False);
 fail:
     Py_DECREF(seq);
+    release_big_scratch();
     return NULL;
 }
 

@@ -131,6 +131,23 @@ def test_a_line_is_exactly_the_json_the_python_path_writes() -> None:
                                     ensure_ascii=False, separators=(",", ":")).encode()
 
 
+def test_a_huge_entry_gives_the_same_line_and_the_next_ones_too() -> None:
+    """A recorded payload of many MB (with and without characters to escape), then small
+    entries: the buffer it needed is given back, and every line is still exact."""
+    huge = "x" * (3 << 20)
+    raw = [["1-1", ["payload", huge]], ["1-2", ["payload", huge + '"\n' * 1000]],
+           ["1-3", ["k", "v"]], ["1-4", ["k", "\x01"]]]
+    fast: list[RawItem] = []
+    slow: list[RawItem] = []
+    assert _fold.take(raw, fast, 0, 1 << 30, stream_read.item_of) == \
+        stream_read.take_py(raw, slow, 0, 1 << 30)
+    assert fast == slow
+    fast, slow = [], []
+    assert _fold.take(raw[2:], fast, 0, 1 << 30, stream_read.item_of) == \
+        stream_read.take_py(raw[2:], slow, 0, 1 << 30)
+    assert fast == slow
+
+
 def test_a_fold_writes_the_same_floor_with_and_without_it(
         rconn: Any, queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same stream, odd entries included, folded once each way: identical floors."""
