@@ -498,11 +498,22 @@ static struct PyModuleDef module = {
     "The fold's per-entry loops in C (see echomq.archive.fold_accel).", -1, methods,
 };
 
+/* What accel.py expects: a module built from an older _fold.c (an editable install not
+ * rebuilt since) is left unused rather than called with arguments it does not take. */
+#define INTERFACE 1
+
 PyMODINIT_FUNC PyInit__fold(void) {
+    PyObject *m;
     if (!(s_job = PyUnicode_InternFromString("job"))
         || !(s_outcome = PyUnicode_InternFromString("outcome"))
         || !(s_attempts = PyUnicode_InternFromString("attempts"))
         || !(s_at = PyUnicode_InternFromString("at")))
         return NULL;
-    return PyModule_Create(&module);
+    if ((m = PyModule_Create(&module)) == NULL)
+        return NULL;
+    if (PyModule_AddIntConstant(m, "INTERFACE", INTERFACE) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -11,10 +11,15 @@ environment, the fold runs in Python alone, about half as fast.
 
 from __future__ import annotations
 
+import logging
 import os
 from types import ModuleType
 
+log = logging.getLogger(__name__)
+
 PURE_PYTHON_ENV = "ECHOMQ_PURE_PYTHON"
+INTERFACE = 1
+"""The ``INTERFACE`` of the ``_fold.c`` this code calls."""
 
 
 def _load() -> ModuleType | None:
@@ -23,6 +28,10 @@ def _load() -> ModuleType | None:
     try:
         from echomq.archive import _fold  # type: ignore[attr-defined]
     except ImportError:
+        return None
+    if getattr(_fold, "INTERFACE", None) != INTERFACE:
+        log.warning("echomq: %s was built from another version of _fold.c; the fold runs "
+                    "in Python until it is rebuilt (pip install again)", _fold.__file__)
         return None
     return _fold  # type: ignore[no-any-return]
 

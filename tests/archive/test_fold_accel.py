@@ -10,8 +10,12 @@ malformed outcomes, ids and names), and on a real fold of the same stream into t
 
 from __future__ import annotations
 
+import importlib
 import json
+import logging
 import string
+import sys
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -73,6 +77,25 @@ def outcome_of(fn: Callable[[], Any]) -> tuple[str, Any]:
 def test_the_accelerator_is_built_and_chosen() -> None:
     """A clean install builds it and the fold uses it (else every test here fails)."""
     assert _fold is not None and _fold.__name__ == "echomq.archive._fold"
+
+
+def test_a_module_built_from_another_version_is_left_unused(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """An editable install not rebuilt since ``_fold.c`` changed: the fold runs in Python
+    and says why, instead of calling the old module with arguments it does not take."""
+    stale = types.ModuleType("echomq.archive._fold")
+    stale.INTERFACE = accel.INTERFACE - 1  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "echomq.archive._fold", stale)
+    monkeypatch.setattr(sys.modules["echomq.archive"], "_fold", stale)
+    try:
+        with caplog.at_level(logging.WARNING, logger="echomq.archive.accel"):
+            importlib.reload(accel)
+        assert accel.FOLD is None
+        assert "built from another version of _fold.c" in caplog.text
+    finally:
+        monkeypatch.undo()
+        importlib.reload(accel)
+    assert accel.FOLD is _fold
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
