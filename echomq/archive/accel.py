@@ -31,7 +31,8 @@ def _load() -> ModuleType | None:
         return None
     if getattr(_fold, "INTERFACE", None) != INTERFACE:
         log.warning("echomq: %s was built from another version of _fold.c; the fold runs "
-                    "in Python until it is rebuilt (pip install again)", _fold.__file__)
+                    "in Python until it is rebuilt (pip install again)",
+                    getattr(_fold, "__file__", _fold.__name__))
         return None
     return _fold  # type: ignore[no-any-return]
 
