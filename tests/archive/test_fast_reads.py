@@ -165,7 +165,7 @@ def test_decode_slice_checks_entries_as_one_by_one(prev: str,
     assert fast_decode(data) == expected
 
 
-def test_an_ordinary_slice_takes_the_fast_checks_and_round_trips() -> None:
+def test_a_slice_of_entries_sharing_milliseconds_round_trips() -> None:
     items = []
     for n in range(1, 2001):
         fields = {"job": f"j{n}", "outcome": "completed", "result": "ok", "at": str(n)}
