@@ -230,7 +230,8 @@ def _entry_items(objs: list[Any], body: list[bytes], prev: str) -> list[RawItem]
         if objs and _PLAIN_IDS.fullmatch(ids):
             # [[ms, seq], ...] in one C-level parse (a leading zero is refused: one by one)
             keys = orjson.loads("[[" + ids.replace("-", ",").replace("\n", "],[") + "]]")
-            if (previous < keys[0] and all(map(operator.lt, keys, islice(keys, 1, None)))
+            if (len(keys) == len(sids)  # no id held a newline of its own
+                    and previous < keys[0] and all(map(operator.lt, keys, islice(keys, 1, None)))
                     and set(map(type, chain.from_iterable(map(dict.values, fields)))) <= _STR):
                 return list(zip(sids, fields, body, strict=True))
     except (KeyError, TypeError, orjson.JSONDecodeError):

@@ -151,6 +151,8 @@ string_fields = st.dictionaries(st.sampled_from(["job", "outcome", "at"]), texts
 
 
 @settings(max_examples=300)
+@example("0-0", [("1-1\n2-2", {})], 0)  # one id that reads as two once ids are joined
+@example("0-0", [("1-1", {}), ("2-1\n3-1", {})], 0)
 @given(st.sampled_from(["0-0", "3-0", "18446744073709551615-18446744073709551614"]),
        st.lists(st.tuples(entry_ids, string_fields | field_maps | json_values), max_size=6),
        st.integers(0, 2))
