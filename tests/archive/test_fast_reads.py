@@ -146,6 +146,8 @@ entry_ids = st.one_of(
     st.integers(1, 3).map(lambda n: f"5-{n}"),
     stream_ids,
     st.integers(0, 9),
+    st.tuples(st.integers(1, 40), st.integers(1, 40)).map(lambda t: f"{t[0]}-0\n{t[1]}-0"),
+    st.sampled_from(["1-1,2", "[1-1]", "1-1]", "007-1"]),
 )
 string_fields = st.dictionaries(st.sampled_from(["job", "outcome", "at"]), texts, max_size=3)
 
