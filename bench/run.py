@@ -17,6 +17,7 @@ SECTIONS = {
     "consumer": ("bench_consumer", "main"),
     "archive": ("bench_archive", "rows"),
     "fold-parts": ("bench_fold_parts", "rows"),
+    "restore-parts": ("bench_restore_parts", "rows"),
     "retention": ("bench_retention", "rows"),
     "drivers": ("bench_drivers", "rows"),
     "bulk": ("bench_bulk", "rows"),

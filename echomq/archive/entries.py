@@ -320,7 +320,30 @@ def _escaped_line(stream_id: str, fields: Mapping[str, str]) -> bytes:
 
 
 def parse_line(line: bytes) -> tuple[str, dict[str, str]]:
-    """Inverse of :func:`entry_line`; raises ``ValueError`` on anything else."""
+    """Inverse of :func:`entry_line`; raises ``ValueError`` on anything else.
+
+    A well-formed line is read by orjson; anything else (a ``\\udcXX`` escape of a byte
+    that is not UTF-8, which orjson refuses, or a line that is not an entry at all) by
+    :func:`_parse_line_std`, which decides it, and words the error, as before.
+    """
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return _parse_line_std(line)
+    if obj.__class__ is dict:
+        sid, fields = obj.get("id"), obj.get("fields")
+        if (sid.__class__ is str and fields.__class__ is dict
+                and _ONLY_STR.issuperset(map(type, fields.values()))):
+            parse_stream_id(sid)
+            return sid, fields
+    return _parse_line_std(line)
+
+
+_ONLY_STR = frozenset({str})
+
+
+def _parse_line_std(line: bytes) -> tuple[str, dict[str, str]]:
+    """:func:`parse_line` by the standard library's JSON."""
     obj = json.loads(line)
     if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
         raise ValueError("an entry line needs an id")

@@ -17,9 +17,9 @@ from __future__ import annotations
 import os
 import sys
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import islice
@@ -305,32 +305,41 @@ def pull(remote: Remote, floor: Floor, queue: str, tick: Tick | None = None, *,
     if tick and report.skipped:
         tick(report.skipped)
     prev_digest = links.prev_digest(start) if start < len(the_plan.chain) else None
-    with ThreadPoolExecutor(max_workers=PREFETCH, thread_name_prefix="emq-restore") as pool:
-        pending: deque[Future[SliceContent]] = deque()
-        refs = iter(todo)
-        for ref in islice(refs, PREFETCH):
-            pending.append(pool.submit(remote.get_slice, ref))
-        index = start
-        with _Batch(floor, report) as batch:
-            while pending:
-                whole = pending.popleft().result()
-                nxt = next(refs, None)
-                if nxt is not None:
-                    pending.append(pool.submit(remote.get_slice, nxt))
-                for content in links.slices_of(index, whole):
-                    if until is not None and id_lt(until, content.meta.first):
-                        break
-                    prev_digest = links.check(content, prev_digest)
-                    kept: SliceContent | None = content
-                    if until is not None and id_lt(until, content.meta.last):
-                        kept = _cut(content, until)
-                    if kept is not None:
-                        batch.add(kept)
-                index += 1
-                if tick:
-                    tick(1)
+    index = start
+    with closing(_fetched(remote, todo)) as wholes, _Batch(floor, report) as batch:
+        for whole in wholes:
+            for content in links.slices_of(index, whole):
+                if until is not None and id_lt(until, content.meta.first):
+                    break
+                prev_digest = links.check(content, prev_digest)
+                kept: SliceContent | None = content
+                if until is not None and id_lt(until, content.meta.last):
+                    kept = _cut(content, until)
+                if kept is not None:
+                    batch.add(kept)
+            index += 1
+            if tick:
+                tick(1)
     report.head_digest = _head_digest(the_plan, links)
     return report.slices, report
+
+
+def _fetched(remote: Remote, refs: Sequence[SliceRef]
+             ) -> Generator[SliceContent, None, None]:
+    """``refs``' objects read and checked (``get_slice``), in order; ``PREFETCH`` of them
+    are downloaded and decoded ahead by threads, so the store's latency and the decode
+    (gunzip and sha256 let other threads run) overlap the caller's work. Close it (it
+    waits for the reads in flight) when stopping early."""
+    later = iter(refs)
+    with ThreadPoolExecutor(max_workers=PREFETCH, thread_name_prefix="emq-restore") as pool:
+        pending: deque[Future[SliceContent]] = deque(
+            pool.submit(remote.get_slice, ref) for ref in islice(later, PREFETCH))
+        while pending:
+            whole = pending.popleft().result()
+            nxt = next(later, None)
+            if nxt is not None:
+                pending.append(pool.submit(remote.get_slice, nxt))
+            yield whole
 
 
 class _Batch:
@@ -420,13 +429,14 @@ def verify_queue(remote: Remote, queue: str, tick: Tick | None = None, *,
     report = _report(the_plan)
     links = _Chain(remote, the_plan, floor)
     prev_digest = links.prev_digest(0)
-    for index, ref in enumerate(the_plan.chain):
-        for content in links.slices_of(index, remote.get_slice(ref)):
-            prev_digest = links.check(content, prev_digest)
-            report.slices += 1
-            report.entries += content.meta.count
-        if tick:
-            tick(1)
+    with closing(_fetched(remote, the_plan.chain)) as wholes:
+        for index, whole in enumerate(wholes):
+            for content in links.slices_of(index, whole):
+                prev_digest = links.check(content, prev_digest)
+                report.slices += 1
+                report.entries += content.meta.count
+            if tick:
+                tick(1)
     report.head_digest = _head_digest(the_plan, links)
     if pin is not None and pin not in links.seen:
         raise ChainBroken(

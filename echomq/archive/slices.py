@@ -21,15 +21,19 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import operator
 import re
+import struct
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain, islice
 from typing import Any
 
 import orjson
 
 from echomq.archive.entries import id_key, id_lt, parse_stream_id
+from echomq.archive.quiet_gc import quiet_gc
 from echomq.errors import ChainBroken as ChainBroken
 from echomq.errors import InvalidArgument, SliceCorrupt
 
@@ -41,6 +45,13 @@ ZERO_ID = "0-0"
 SUFFIX = ".jsonl.gz"
 _WIDE_ID = r"([0-9]{20})-([0-9]{20})"
 _NAME = re.compile(rf"(?P<queue>[^/]+)/slices/{_WIDE_ID}_{_WIDE_ID}_{_WIDE_ID}\.jsonl\.gz\Z")
+
+_PLAIN_IDS = re.compile(r"[0-9]{1,19}-[0-9]{1,19}(?:\n[0-9]{1,19}-[0-9]{1,19})*")
+"""A slice's ids joined by newlines, when every one is plain ASCII ``ms-seq`` digits (19
+at most: every such number is an exact integer below 2**64, never a float)."""
+_PLAIN_KEY = struct.Struct(">QQ")
+_GET_ID, _GET_FIELDS = operator.itemgetter("id"), operator.itemgetter("fields")
+_STR = frozenset({str})
 
 RawItem = tuple[str, Mapping[str, str], bytes]
 """One raw entry: stream id, its fields, and its canonical line (see ``entry_line``)."""
@@ -182,21 +193,11 @@ def decode_slice(data: bytes, ref: SliceRef | None = None, where: str = "") -> S
             raise ValueError(f"header says {count} entries, body has {len(body)}")
         # One C-level parse for the whole body; a line that is not exactly one JSON
         # object shows up as a count mismatch.
-        objs = _loads(b"[" + b",".join(body) + b"]") if body else []
-        if len(objs) != len(body):
-            raise ValueError("an entry line is not one JSON object")
-        items: list[RawItem] = []
-        previous, previous_key = prev, id_key(prev)
-        only_str = {str}
-        for obj, line in zip(objs, body, strict=True):
-            sid, fields = obj["id"], obj["fields"]
-            key = id_key(sid)
-            if key <= previous_key:
-                raise ValueError(f"entry {sid} is out of order after {previous}")
-            if fields.__class__ is not dict or not set(map(type, fields.values())) <= only_str:
-                raise ValueError(f"entry {sid} has fields that are not strings")
-            items.append((sid, fields, line))
-            previous, previous_key = sid, key
+        with quiet_gc():  # tens of thousands of young dicts: no GC pass finds garbage
+            objs = _loads(b"[" + b",".join(body) + b"]") if body else []
+            if len(objs) != len(body):
+                raise ValueError("an entry line is not one JSON object")
+            items = _entry_items(objs, body, prev)
         if not items or items[0][0] != first or items[-1][0] != last:
             raise ValueError("the header's first/last ids do not match the entries")
         if ref is not None and (ref.queue, ref.first, ref.last, ref.prev) != (
@@ -209,6 +210,50 @@ def decode_slice(data: bytes, ref: SliceRef | None = None, where: str = "") -> S
     meta = SliceMeta(queue, first, last, prev, count, hashlib.sha256(data).hexdigest(),
                      len(data), hashlib.sha256(text).hexdigest(), prev_digest)
     return SliceContent(meta, data, items)
+
+
+def _entry_items(objs: list[Any], body: list[bytes], prev: str) -> list[RawItem]:
+    """The slice's entries as raw items, each checked: ids after ``prev`` in strictly
+    increasing order, fields a dict of strings (``ValueError`` or the error of the first
+    bad entry otherwise).
+
+    The common slice is checked column by column in C-level passes (every id plain ASCII
+    ``ms-seq`` digits, compared as integers); anything else, or any doubt, goes through
+    :func:`_entry_items_one_by_one`, the entry-at-a-time rules, which then also say
+    what is wrong.
+    """
+    previous = list(_PLAIN_KEY.unpack(id_key(prev)))
+    try:
+        sids = list(map(_GET_ID, objs))
+        fields = list(map(_GET_FIELDS, objs))
+        ids = "\n".join(sids)
+        if objs and _PLAIN_IDS.fullmatch(ids):
+            # [[ms, seq], ...] in one C-level parse (a leading zero is refused: one by one)
+            keys = orjson.loads("[[" + ids.replace("-", ",").replace("\n", "],[") + "]]")
+            if (len(keys) == len(sids)  # no id held a newline of its own
+                    and previous < keys[0] and all(map(operator.lt, keys, islice(keys, 1, None)))
+                    and set(map(type, chain.from_iterable(map(dict.values, fields)))) <= _STR):
+                return list(zip(sids, fields, body, strict=True))
+    except (KeyError, TypeError, orjson.JSONDecodeError):
+        pass
+    return _entry_items_one_by_one(objs, body, prev)
+
+
+def _entry_items_one_by_one(objs: list[Any], body: list[bytes], prev: str) -> list[RawItem]:
+    """:func:`_entry_items` an entry at a time, with the reason for the first bad one."""
+    items: list[RawItem] = []
+    previous, previous_key = prev, id_key(prev)
+    only_str = {str}
+    for obj, line in zip(objs, body, strict=True):
+        sid, fields = obj["id"], obj["fields"]
+        key = id_key(sid)
+        if key <= previous_key:
+            raise ValueError(f"entry {sid} is out of order after {previous}")
+        if fields.__class__ is not dict or not set(map(type, fields.values())) <= only_str:
+            raise ValueError(f"entry {sid} has fields that are not strings")
+        items.append((sid, fields, line))
+        previous, previous_key = sid, key
+    return items
 
 
 def _loads(text: bytes) -> Any:

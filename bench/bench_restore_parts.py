@@ -1,0 +1,122 @@
+"""Where a restore's time goes, per entry, part by part (not a test).
+
+A queue is folded into the local SeaweedFS S3 endpoint once; then the same slices go
+through each step of a restore on their own: the download (boto3 ``GetObject``), the
+decode (gunzip, both checksums, the JSON of every line and the per-entry checks), the
+index rows, and the floor commit (LMDB's puts and its synced commit, the rows excluded);
+and a whole restore for reference, whose downloads and decodes overlap the commits. The
+fold's figures (``bench_fold_parts.py``) are the ones to compare with: a restore is at
+least as fast as the fold when its download and decode cost no more than the fold's read
+and canonical lines. Each figure is the median of ``--runs`` in microseconds per entry,
+on private servers started here, with cyclic GC paused as the restore pauses it.
+
+    python bench/bench_restore_parts.py [--entries 100000] [--runs 3] [--slice-count 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from bench_archive import fill
+from rich.console import Console
+from rich.table import Table
+
+from echomq.archive import Driver, Floor, declare, restore
+from echomq.archive.floor import _index_rows
+from echomq.archive.floor_state import _qk
+from echomq.archive.quiet_gc import quiet_gc
+from echomq.archive.remote import S3Remote
+from echomq.archive.slices import decode_slice
+from echomq.queue.connection import connect
+from echomq.servers.seaweed import SeaweedS3
+from echomq.servers.valkey import EmbeddedValkey
+
+PARTS = ("download", "decode", "index rows", "floor commit", "whole restore")
+
+
+def _timed(fn: Any) -> tuple[float, Any]:
+    started = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - started, out
+
+
+def one_run(remote: S3Remote, queue: str, work: Path, entries: int) -> dict[str, float]:
+    took = dict.fromkeys(PARTS, 0.0)
+    refs = remote.list_slices(queue)
+    blobs = []
+    for ref in refs:
+        spent, data = _timed(lambda ref=ref: remote._get_bytes(ref.name))
+        took["download"] += spent
+        blobs.append((ref, data))
+    qk = _qk(queue)
+    with Floor(work / f"parts-{uuid.uuid4().hex[:8]}", map_size=1 << 30) as floor:
+        for ref, data in blobs:  # one slice at a time, dropped after, as a restore does
+            spent, content = _timed(lambda ref=ref, data=data: decode_slice(data, ref))
+            took["decode"] += spent
+            with quiet_gc():  # as in the restore's commits
+                took["index rows"] += _timed(lambda c=content: _index_rows(qk, c.items))[0]
+                took["floor commit"] += _timed(lambda c=content: floor.commit_slices(
+                    [c], uploaded=True))[0]
+            del content
+    took["floor commit"] -= took["index rows"]  # the commit builds the rows itself
+    del blobs
+    with Floor(work / f"whole-{uuid.uuid4().hex[:8]}", map_size=1 << 30) as floor:
+        took["whole restore"] = _timed(
+            lambda: restore(remote, floor, [queue], progress=False))[0]
+    return {part: seconds / entries * 1e6 for part, seconds in took.items()}
+
+
+def rows(entries: int = 100_000, runs: int = 3, slice_count: int = 10_000
+         ) -> list[tuple[str, str]]:
+    """The table's rows: each part's median in µs per entry, and its share of the sum."""
+    with tempfile.TemporaryDirectory(prefix="emq-bench-") as folder:
+        work = Path(folder)
+        valkey = EmbeddedValkey(work / "valkey").start()
+        weed = SeaweedS3(work / "weed").start()
+        try:
+            conn = connect(valkey.url)
+            queue = f"parts-{uuid.uuid4().hex[:8]}"
+            declare(conn, queue)
+            fill(conn, queue, entries)
+            remote = weed.remote("bench", prefix=queue)
+            with Floor(work / "folded", map_size=1 << 30) as floor:
+                folded = Driver(conn, floor, remote, slice_count=slice_count).fold(queue)
+            conn.close()
+            results = [one_run(remote, queue, work, folded.entries) for _ in range(runs)]
+        finally:
+            weed.cleanup()
+            valkey.cleanup()
+    med = {part: statistics.median(r[part] for r in results) for part in PARTS}
+    steps = sum(med[p] for p in PARTS[:4])
+    label = f"restore parts ({entries:,} outcomes, slices of {slice_count:,})"
+    out = [(f"{label}: {part} (µs/entry; share of the four steps)",
+            f"{med[part]:.2f} ({med[part] / steps:.0%})") for part in PARTS[:4]]
+    out.append((f"{label}: the four steps together (µs/entry; entries/s)",
+                f"{steps:.2f} ({1e6 / steps:,.0f}/s)"))
+    out.append((f"{label}: whole restore from SeaweedFS S3 (µs/entry; entries/s)",
+                f"{med['whole restore']:.2f} ({1e6 / med['whole restore']:,.0f}/s)"))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entries", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--slice-count", type=int, default=10_000)
+    args = parser.parse_args()
+    table = Table(title=f"median of {args.runs}")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for name, value in rows(args.entries, args.runs, args.slice_count):
+        table.add_row(name, value)
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()
