@@ -19,6 +19,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -134,8 +135,10 @@ def rows(entries: int = 100_000, runs: int = 3, slice_count: int = 10_000
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parts_main(rows: Callable[[int, int, int], list[tuple[str, str]]], doc: str) -> None:
+    """The command line of a parts bench: ``--entries``, ``--runs``, ``--slice-count``,
+    then its rows as one table."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--slice-count", type=int, default=10_000)
@@ -149,4 +152,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    parts_main(rows, __doc__)

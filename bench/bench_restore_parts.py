@@ -15,7 +15,6 @@ on private servers started here, with cyclic GC paused as the restore pauses it.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 import time
@@ -24,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_archive import fill
-from rich.console import Console
-from rich.table import Table
+from bench_fold_parts import parts_main
 
 from echomq.archive import Driver, Floor, declare, restore
 from echomq.archive.floor import _index_rows
@@ -104,19 +102,5 @@ def rows(entries: int = 100_000, runs: int = 3, slice_count: int = 10_000
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--entries", type=int, default=100_000)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--slice-count", type=int, default=10_000)
-    args = parser.parse_args()
-    table = Table(title=f"median of {args.runs}")
-    table.add_column("measure")
-    table.add_column("value", justify="right")
-    for name, value in rows(args.entries, args.runs, args.slice_count):
-        table.add_row(name, value)
-    Console().print(table)
-
-
 if __name__ == "__main__":
-    main()
+    parts_main(rows, __doc__)
