@@ -10,7 +10,7 @@
  * name, a stream id that is not two decimal numbers) goes to the Python function the
  * caller passes, which applies the full rules. tests/archive/test_fold_accel.py holds the
  * two paths equal on generated entries. Python code never imports this module directly:
- * echomq.archive.fold_accel chooses it or the Python path.
+ * echomq.archive.accel chooses it or the Python path.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -348,12 +348,14 @@ static int add_pair(PyObject *list, PyObject *key, PyObject *value) {
     return failed;
 }
 
+/* Whether the line holds floor.ODD_TEXT (a backslash, then u) anywhere, as the Python
+ * `ODD_TEXT in line` says: such an entry gets every check of malformed_reason. */
 static int has_escape(PyObject *line) {
     const char *p = PyBytes_AS_STRING(line), *end = p + PyBytes_GET_SIZE(line);
     while ((p = memchr(p, '\\', (size_t)(end - p))) != NULL) {
         if (p + 1 < end && p[1] == 'u')
             return 1;
-        p++;  /* as bytes.__contains__: "\\\\u" holds it too, from its second byte */
+        p++;  /* the next byte may be a backslash too: "\\\\u" holds it from there */
     }
     return 0;
 }
