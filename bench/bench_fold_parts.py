@@ -1,9 +1,11 @@
 """Where a fold's time goes, per entry, part by part (not a test).
 
 The same slices go through each step of the floor-only fold on their own: the ``XRANGE``
-read (the server's work, the socket, hiredis), the fields and canonical lines
-(``stream_read.take``), the index rows, and the floor commit (LMDB's puts and its synced
-commit, the rows excluded); then the same pairs into a bare LMDB environment, and a whole
+read in pages of ``stream_read.PAGE`` (the server's work, the socket, hiredis; a page at a
+time here, where the fold asks for the next page before it takes the one in hand, so the
+server's part overlaps its own), the fields and canonical lines (``stream_read.take``),
+the index rows, and the floor commit (LMDB's puts and its synced commit, the rows
+excluded); then the same pairs into a bare LMDB environment, and a whole
 fold for reference. Each figure is the median of ``--runs`` in microseconds per entry, on
 private servers started here, with cyclic GC paused as the fold pauses it. The lines and
 the index rows run in C when the accelerator is built (``ECHOMQ_PURE_PYTHON=1`` measures
@@ -34,7 +36,7 @@ from echomq.archive.floor import _index_rows
 from echomq.archive.floor_state import _qk
 from echomq.archive.quiet_gc import quiet_gc
 from echomq.archive.slices import RawItem, SliceContent, build_slice
-from echomq.archive.stream_read import take
+from echomq.archive.stream_read import PAGE, take
 from echomq.queue.connection import connect
 from echomq.servers.valkey import EmbeddedValkey
 
@@ -62,24 +64,31 @@ def _one_run(url: str, work: Path, entries: int, slice_count: int) -> dict[str, 
     stream = conn.keys(queue).completions
     took = dict.fromkeys(PARTS, 0.0)
 
-    replies, after = [], "0-0"
+    replies, after = [], "0-0"  # per slice: pages of PAGE entries, as the fold reads
     while True:
-        spent, reply = _timed(lambda after=after: fast.execute_command(
-            "XRANGE", stream, f"({after}", "+", "COUNT", slice_count))
-        took["read"] += spent
-        if not reply:
+        pages: list[Any] = []
+        while sum(map(len, pages)) < slice_count:
+            last = pages[-1][-1][0] if pages else after
+            spent, page = _timed(lambda last=last: fast.execute_command(
+                "XRANGE", stream, f"({last}", "+", "COUNT", PAGE))
+            took["read"] += spent
+            if not page:
+                break
+            pages.append(page)
+        if not pages:
             break
-        replies.append((after, reply))
-        after = reply[-1][0]
+        replies.append((after, pages))
+        after = pages[-1][-1][0]
 
-    def lines(reply: list[Any]) -> list[RawItem]:
+    def lines(pages: list[Any]) -> list[RawItem]:
         items: list[RawItem] = []
-        take(reply, items, 0, 1 << 40)
+        for page in pages:
+            take(page, items, 0, 1 << 40)
         return items
 
     slices: list[SliceContent] = []
-    for prev, reply in replies:
-        spent, items = _timed(lambda reply=reply: lines(reply))
+    for prev, pages in replies:
+        spent, items = _timed(lambda pages=pages: lines(pages))
         took["lines"] += spent
         slices.append(build_slice(queue, prev, items, encode=False))
     qk = _qk(queue)
