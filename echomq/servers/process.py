@@ -121,6 +121,8 @@ class ServerProcess:
         self._owned_dir = owned_dir
         self._process: subprocess.Popen[bytes] | None = None
         self._log: Path | None = None
+        self.exit_at_start: int | None = None
+        """The exit status of a start that failed because the server exited by itself."""
 
     def where(self) -> str:
         """Where it listens, for messages."""
@@ -163,6 +165,7 @@ class ServerProcess:
                        log=self._log, timeout_s=self.start_timeout_s, poll_s=self.poll_s,
                        error=self.error, failure=failure)
         except BaseException:
+            self.exit_at_start = self._process.poll()  # None: stopped here, still running
             self.stop()
             raise
 
