@@ -344,7 +344,10 @@ _ONLY_STR = frozenset({str})
 
 def _parse_line_std(line: bytes) -> tuple[str, dict[str, str]]:
     """:func:`parse_line` by the standard library's JSON."""
-    obj = json.loads(line)
+    try:
+        obj = json.loads(line)
+    except RecursionError as exc:  # arrays or objects nested past the stack's depth
+        raise ValueError("an entry line nested too deep to read") from exc
     if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
         raise ValueError("an entry line needs an id")
     fields = obj.get("fields")

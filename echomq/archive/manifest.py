@@ -150,7 +150,8 @@ class Manifest:
             new = cls(str(obj["queue"]), str(obj["head"]), int(obj["slices"]),
                       int(obj["entries"]), int(obj.get("updated_at", 0)), etag, chain, base,
                       pruned, packs)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError,
+                RecursionError) as exc:  # JSON nested past the stack's depth
             raise ManifestCorrupt(f"{where}: unreadable manifest ({exc})") from exc
         if new.slices != len(chain) or new.head != (chain[-1][1] if chain else base.through):
             raise ManifestCorrupt(f"{where}: its chain of {len(chain)} slices does not end at "

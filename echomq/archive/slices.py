@@ -205,7 +205,7 @@ def decode_slice(data: bytes, ref: SliceRef | None = None, where: str = "") -> S
         ):
             raise ValueError("the header does not match the object name")
     except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError,
-            AttributeError) as exc:
+            AttributeError, RecursionError) as exc:  # JSON nested past the stack's depth
         raise SliceCorrupt(f"{label}: corrupt slice object ({exc})") from exc
     meta = SliceMeta(queue, first, last, prev, count, hashlib.sha256(data).hexdigest(),
                      len(data), hashlib.sha256(text).hexdigest(), prev_digest)

@@ -21,6 +21,7 @@ from echomq.archive.entries import (
     parse_entry,
     parse_line,
 )
+from echomq.archive.manifest import MANIFEST_FORMAT, Manifest
 from echomq.archive.slices import (
     SliceCorrupt,
     build_slice,
@@ -28,7 +29,7 @@ from echomq.archive.slices import (
     parse_slice_name,
     slice_name,
 )
-from echomq.errors import ChecksumMismatch, InvalidArgument
+from echomq.errors import ChecksumMismatch, InvalidArgument, ManifestCorrupt
 
 GOOD = {"job": "j1", "outcome": "dead", "result": "boom", "attempts": "3", "at": "1700",
         "created_at": "1600"}
@@ -143,7 +144,13 @@ def test_a_slice_must_follow_prev() -> None:
         build_slice("q", "0-0", [])
 
 
-@pytest.mark.parametrize("damage", ["truncate", "garbage", "reorder", "miscount", "rename"])
+DEEP = b"[" * 100_000 + b"]" * 100_000
+"""JSON nested past the parsers' depth (a hostile object: orjson refuses it, and the
+standard library's parser runs out of stack)."""
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "reorder", "miscount", "rename",
+                                    "nested"])
 def test_a_corrupt_slice_is_refused_by_name(damage: str) -> None:
     good = build_slice("q", "0-0", items(5))
     ref = good.meta.ref
@@ -157,6 +164,9 @@ def test_a_corrupt_slice_is_refused_by_name(damage: str) -> None:
         data = gzip.compress(b"\n".join(body), mtime=0)
     elif damage == "miscount":
         data = gzip.compress(b"\n".join(body[:1] + body[2:]), mtime=0)
+    elif damage == "nested":
+        body[2] = body[2][:-2] + b',"deep":' + DEEP + b"}}"
+        data = gzip.compress(b"\n".join(body), mtime=0)
     else:
         ref = build_slice("q", "0-0", items(6)).meta.ref
         data = good.data
@@ -170,6 +180,8 @@ def test_entry_lines_round_trip() -> None:
     assert parse_line(line) == ("7-3", GOOD)
     with pytest.raises(ValueError):
         parse_line(b'{"id": 5}')
+    with pytest.raises(ValueError, match="too deep"):
+        parse_line(b'{"id":"7-3","fields":{"a":' + DEEP + b"}}")
 
 
 @given(st.dictionaries(st.text(st.characters(exclude_categories=["Cs"])),
@@ -179,3 +191,10 @@ def test_entry_line_is_the_standard_json_encoding(fields: dict[str, str], sid: s
     expected = json.dumps({"id": sid, "fields": fields}, ensure_ascii=False,
                           separators=(",", ":")).encode()
     assert entry_line(sid, fields) == expected
+
+
+def test_a_manifest_nested_too_deep_is_refused_as_corrupt() -> None:
+    """A hostile manifest in the bucket: the restore names it, not a RecursionError."""
+    data = b'{"format":"' + MANIFEST_FORMAT.encode() + b'","chain":' + DEEP + b"}"
+    with pytest.raises(ManifestCorrupt, match="s3://b/q/manifest.json: unreadable"):
+        Manifest.from_bytes(data, None, "s3://b/q/manifest.json")
