@@ -223,6 +223,11 @@ class PayloadNotRecorded(ArchiveError):
     ``payload=True`` when it settled, so it cannot be replayed from the archive."""
 
 
+class PayloadUnreadable(ArchiveError):
+    """The job's archived payload is not JSON the queue can take (another writer's entry in
+    the outcome stream, or JSON nested too deep to read): nothing is enqueued."""
+
+
 class ExtraMissing(EchoMQError, ImportError):
     """An optional extra is not installed (``Floor.query`` and ``Floor.export`` need
     ``echomq[sql]``); the message says what to install."""

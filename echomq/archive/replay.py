@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from echomq.archive.floor import Floor
-from echomq.errors import JobNotArchived, PayloadNotRecorded
+from echomq.errors import JobNotArchived, PayloadNotRecorded, PayloadUnreadable
 from echomq.queue import transitions, validate
 from echomq.queue.connection import Connection
 from echomq.queue.enqueue import DEFAULT_MAX_ATTEMPTS, option_args
@@ -24,7 +24,8 @@ def replay(conn: Connection, floor: Floor | str | os.PathLike[str], queue: str, 
     job and return its id.
 
     Raises :class:`JobNotArchived` when the floor has no outcome of the job and
-    :class:`PayloadNotRecorded` when its last outcome was recorded without the payload.
+    :class:`PayloadNotRecorded` when its last outcome was recorded without the payload,
+    :class:`PayloadUnreadable` when what was recorded is not JSON.
     """
     target = queue if to_queue is None else to_queue
     keys = conn.keys(target)  # the gates, before anything is read
@@ -46,7 +47,14 @@ def replay(conn: Connection, floor: Floor | str | os.PathLike[str], queue: str, 
             f"job {job_id!r} of queue {queue!r} settled ({last.outcome.value}, entry "
             f"{last.stream_id}) without its payload recorded: declare the queue with "
             "payload=True (emq archive declare --payload) for jobs to be replayable")
-    body = validate.payload_json(last.payload_value, conn.payload_limit)
+    try:
+        value = last.payload_value
+    except (ValueError, RecursionError) as exc:  # not JSON, or nested past the stack
+        raise PayloadUnreadable(
+            f"job {job_id!r} of queue {queue!r}: the payload recorded with entry "
+            f"{last.stream_id} is not JSON the queue can take ({str(exc)[:200]}); "
+            "nothing was enqueued") from exc
+    body = validate.payload_json(value, conn.payload_limit)
     options = option_args(0, 0, DEFAULT_MAX_ATTEMPTS, None, last.name)
     call = transitions.add_call(keys, options, [("", body)], replay_of=f"{queue}/{job_id}")
     return transitions.added(conn.executor.run(*call))[0]

@@ -26,8 +26,9 @@ def replay_cmd(ctx: click.Context, queue: str, job_id: str, to_queue: str | None
     """Enqueue JOB_ID's archived payload (its last archived outcome) as a new job that
     names its origin (replay_of), even when Redis forgot the job long ago.
 
-    Refuses a job the floor holds no outcome of (JobNotArchived) and one whose outcome was
-    recorded without its payload (PayloadNotRecorded: declare with --payload)."""
+    Refuses a job the floor holds no outcome of (JobNotArchived), one whose outcome was
+    recorded without its payload (PayloadNotRecorded: declare with --payload) and one
+    whose recorded payload is not JSON (PayloadUnreadable)."""
     conn = connect(ctx, url)
     with as_click_error():
         new_id = replay(conn, floor_path, queue, job_id, to_queue=to_queue)

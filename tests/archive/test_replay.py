@@ -20,6 +20,7 @@ from echomq.archive import (
     Floor,
     JobNotArchived,
     PayloadNotRecorded,
+    PayloadUnreadable,
     declare,
     records_payload,
     replay,
@@ -145,6 +146,22 @@ def test_replay_is_refused_without_payload_recording(conn: echomq.Connection, qu
     with pytest.raises(JobNotArchived, match="no floor"):
         replay(conn, tmp_path / "nowhere", queue, job_id)
     assert not (tmp_path / "nowhere").exists()  # a wrong path is not made a floor
+    assert echomq.counts(conn, queue).as_dict()["pending"] == 0
+
+
+@pytest.mark.parametrize("payload", ["not json {", "[" * 100_000 + "]" * 100_000])
+def test_a_recorded_payload_that_is_not_json_is_refused_clearly(
+        conn: echomq.Connection, queue: str, tmp_path: Path, payload: str) -> None:
+    """Another writer's entry in the outcome stream: its payload is kept in the floor as
+    written, and a replay names the entry instead of failing inside the JSON parser."""
+    declare(conn, queue, payload=True)
+    sid = conn.redis.xadd(conn.keys(queue).completions, {
+        "job": "foreign", "outcome": "completed", "result": "{}", "attempts": "1",
+        "at": "1700000000000", "created_at": "1700000000000", "name": "mail",
+        "payload": payload})
+    fold(conn, queue, tmp_path / "floor")
+    with pytest.raises(PayloadUnreadable, match=f"entry {sid}.*nothing was enqueued"):
+        replay(conn, tmp_path / "floor", queue, "foreign")
     assert echomq.counts(conn, queue).as_dict()["pending"] == 0
 
 
