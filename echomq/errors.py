@@ -78,6 +78,11 @@ class ConnectionFailed(EchoMQError, ConnectionError):
     """The server at the given URL could not be reached."""
 
 
+class PortTaken(ConnectionFailed):
+    """Another process answered on the free port a server we started was to bind (it took
+    the port between the pick and the bind)."""
+
+
 class ArchiveError(EchoMQError):
     """Base of the archive's failures."""
 

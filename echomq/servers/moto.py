@@ -26,8 +26,12 @@ class MotoS3(S3Process):
     def start(self) -> MotoS3:
         if self.running():
             return self
-        self.port = free_port(self.host)
-        argv = [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)]
-        self._spawn(argv, log=self.log_dir / f"moto-{self.port}.log", env=dict(os.environ))
-        self._wait(self._answers)
+
+        def answer() -> None:  # on a port of its own each time, restarts included
+            self.port = free_port(self.host)
+            argv = [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)]
+            self._spawn(argv, log=self.log_dir / f"moto-{self.port}.log", env=dict(os.environ))
+            self._wait(self._answers)
+
+        self._start_on_picked_ports(answer, repick=lambda: None)
         return self

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Protocol, Self
 
-from echomq.errors import ConnectionFailed, EchoMQError, LauncherError
+from echomq.errors import ConnectionFailed, EchoMQError, LauncherError, PortTaken
 
 _PR_SET_PDEATHSIG = 1
 
@@ -106,6 +106,10 @@ def wait_ready(process: subprocess.Popen[bytes], ready: Callable[[], bool], *,
         time.sleep(poll_s)
 
 
+PORT_PICKS = 3
+"""How many sets of freshly picked ports a first start tries before it gives up."""
+
+
 class ServerProcess:
     """A server child owned by this process: spawn, wait ready, stop, kill, restart,
     clean up. Subclasses say how to start (:meth:`start`) and where they listen."""
@@ -168,6 +172,25 @@ class ServerProcess:
             self.exit_at_start = self._process.poll()  # None: stopped here, still running
             self.stop()
             raise
+
+    def _start_on_picked_ports(self, start_once: Callable[[], None],
+                               repick: Callable[[], None] | None) -> None:
+        """``start_once`` (spawn, wait); when the server exits at start and ``repick`` may
+        give it other ports (ports picked here, never served on), pick and try again, up
+        to :data:`PORT_PICKS` times. A free port is picked by binding port 0, and the
+        server binds it a moment later: in between another process can take it (another
+        server starting, an outgoing connection: both draw from the ephemeral range)."""
+        picks = PORT_PICKS if repick is not None else 1
+        for pick in range(1, picks + 1):
+            self.exit_at_start = None
+            try:
+                start_once()
+                return
+            except EchoMQError as exc:
+                taken = self.exit_at_start is not None or isinstance(exc, PortTaken)
+                if repick is None or pick == picks or not taken:
+                    raise
+                repick()
 
     def stop(self, timeout: float | None = None) -> None:
         """SIGTERM, wait, then SIGKILL: the server saves nothing it was not asked to."""

@@ -61,10 +61,6 @@ PROBE_BUCKET = "emq-ready"
 """A bucket of the launcher's own, for the readiness probe."""
 
 
-PORT_PICKS = 3
-"""How many sets of free ports a first start tries before it gives up."""
-
-
 class SeaweedS3(S3Process):
     """A private SeaweedFS (``weed mini``) whose S3 endpoint requires our credentials."""
 
@@ -106,26 +102,24 @@ class SeaweedS3(S3Process):
         return argv
 
     def start(self) -> SeaweedS3:
-        """Start, or start again on the same ports. A first start whose ports were taken
-        between being picked and ``weed`` binding them (by another server starting, or
-        an outgoing connection: both draw from the ephemeral range) picks new ones."""
+        """Start, or start again on the same ports (a first start whose picked ports were
+        taken before ``weed`` bound them picks new ones: ``weed`` checks its ports first
+        and exits with 1 when one is taken)."""
         if self.running():
             return self
         (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        picks = 1 if self.ports else PORT_PICKS
-        for pick in range(1, picks + 1):
+
+        def answer() -> None:
             self._spawn(self._argv(), log=self.data_dir / "weed.log", env=env)
-            try:
-                self._wait(self._answers)
-                break
-            except LauncherError:
-                # weed checks its ports first and exits with 1 when one is taken
-                if pick == picks or self.exit_at_start is None:
-                    raise
-                self.ports = {}
+            self._wait(self._answers)
+
+        self._start_on_picked_ports(answer, None if self.ports else self._repick)
         self._wait(self._stores, "could not store an object in time")
         return self
+
+    def _repick(self) -> None:
+        self.ports = {}  # the next spawn picks them all again
 
     def _stores(self) -> bool:
         """The S3 port answers before the filer and volume servers can store: ready once a

@@ -27,7 +27,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from echomq.errors import ConnectionFailed
+from echomq.errors import ConnectionFailed, PortTaken
 from echomq.servers.process import ServerProcess, free_port, run_in_foreground, wait_ready
 
 START_TIMEOUT_S = 15.0
@@ -91,12 +91,12 @@ def answers_as(process: subprocess.Popen[bytes], host: str, port: int) -> Callab
         try:
             client.ping()  # BusyLoadingError until its AOF is loaded
             if int(client.info("server")["process_id"]) != process.pid:
-                raise ConnectionFailed(f"another server took {host}:{port} first")
+                raise PortTaken(f"another server took {host}:{port} first")
             return True
         except redis.AuthenticationError:
             return True  # it answers; a password (``requirepass``) is the caller's business
-        except (redis.ConnectionError, redis.BusyLoadingError):
-            return False
+        except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
+            return False  # not up yet, or something silent holds the port (then ours exits)
         finally:
             client.close()
 
@@ -139,6 +139,7 @@ class EmbeddedValkey(ServerProcess):
         self.data_dir = folder
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port(host)
+        self._port_picked = port is None  # until it serves: then a restart keeps it
         self.appendonly = appendonly
         self.extra_args = list(extra_args or [])
 
@@ -157,11 +158,19 @@ class EmbeddedValkey(ServerProcess):
         """Start the server and wait until it answers PING."""
         if self.running():
             return self
-        self._spawn(self._argv())
-        self._log = self.data_dir / LOG_FILE  # valkey writes its own log there
-        assert self._process is not None
-        self._wait(answers_as(self._process, self.host, self.port))
+
+        def answer() -> None:
+            self._spawn(self._argv())
+            self._log = self.data_dir / LOG_FILE  # valkey writes its own log there
+            assert self._process is not None
+            self._wait(answers_as(self._process, self.host, self.port))
+
+        self._start_on_picked_ports(answer, self._repick if self._port_picked else None)
+        self._port_picked = False
         return self
+
+    def _repick(self) -> None:
+        self.port = free_port(self.host)
 
 
 def main() -> None:
