@@ -175,11 +175,12 @@ class ServerProcess:
 
     def _start_on_picked_ports(self, start_once: Callable[[], None],
                                repick: Callable[[], None] | None) -> None:
-        """``start_once`` (spawn, wait); when the server exits at start and ``repick`` may
-        give it other ports (ports picked here, never served on), pick and try again, up
-        to :data:`PORT_PICKS` times. A free port is picked by binding port 0, and the
-        server binds it a moment later: in between another process can take it (another
-        server starting, an outgoing connection: both draw from the ephemeral range)."""
+        """``start_once`` (spawn, wait); when the server exits at start or another answers
+        on its port (:class:`PortTaken`), and ``repick`` may give it other ports (ports
+        picked here, never served on), pick and try again, up to :data:`PORT_PICKS` times.
+        A free port is picked by binding port 0, and the server binds it a moment later:
+        in between another process can take it (another server starting, an outgoing
+        connection: both draw from the ephemeral range)."""
         picks = PORT_PICKS if repick is not None else 1
         for pick in range(1, picks + 1):
             self.exit_at_start = None
