@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import redis
 
-from echomq.archive import Driver
+from echomq.archive import Driver, StreamGap
 from echomq.archive.stream_read import PAGE, read_items
 from tests.support.recorder import Recorder
 
@@ -176,3 +176,24 @@ def test_bytes_that_are_not_utf8_on_a_later_page_are_read_undecoded_and_quaranti
     assert (report.entries, report.quarantined, report.error) == (2 * PAGE + 201, 1, None)
     assert [q.stream_id for q in quarantined] == [bad]
     assert rec.conn.redis.xlen(rec.key) == 0
+
+
+def test_a_trim_between_two_pages_of_a_slice_is_a_gap(
+        rec: Recorder, second_read: redis.Redis, tmp_path: Path) -> None:
+    """Someone else trims the stream while a slice is read page by page: the entries they
+    took between two pages are a gap (nothing of the slice is committed, nothing trimmed),
+    not silently missing from the floor."""
+    ids = rec.add(3 * PAGE + 500)
+
+    def trim(_: redis.Connection) -> None:  # the first page taken, the second asked
+        rec.conn.redis.execute_command("XTRIM", rec.key, "MINID", "=", ids[2 * PAGE + 300])
+
+    _SecondRead.action = trim
+    with Driver(rec.conn, tmp_path / "floor", slice_count=10**4) as driver:
+        driver._raw = second_read  # its reads go through the trimming connection
+        with pytest.raises(StreamGap) as info:
+            driver.fold(rec.queue)
+        assert _SecondRead.action is None  # the trim ran mid-slice
+        assert info.value.after == "0-0" and info.value.count >= 300
+        assert driver.floor.status(rec.queue).entries == 0
+    assert rec.conn.redis.xlen(rec.key) == len(ids) - (2 * PAGE + 300)
