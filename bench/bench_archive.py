@@ -34,6 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from echomq.archive import Driver, Floor, accel, declare, restore
+from echomq.archive.remote import S3Remote
 from echomq.queue.connection import connect
 from echomq.queue.keys import Keys
 from echomq.servers.seaweed import SeaweedS3
@@ -62,6 +63,30 @@ def fill(conn: object, queue: str, entries: int, *, counted_ids: bool = False) -
                             "result": result, "attempts": str(1 + i % 3),
                             "at": str(now + i), "created_at": str(now - 5000 + i)})
         pipe.execute()
+
+
+@contextmanager
+def folded_bucket(work: Path, entries: int, slice_count: int = 10_000
+                  ) -> Iterator[tuple[SeaweedS3, S3Remote, str, int]]:
+    """Private Valkey and SeaweedFS servers in ``work``, with ``entries`` outcomes recorded
+    and folded into bucket ``bench`` (the queue's name as prefix): the restore benches'
+    starting point. Yields the S3 server, the remote, the queue and how many entries were
+    folded; both servers are stopped on exit."""
+    valkey = EmbeddedValkey(work / "valkey").start()
+    weed = SeaweedS3(work / "weed").start()
+    try:
+        conn = connect(valkey.url)
+        queue = f"bench-{uuid.uuid4().hex[:8]}"
+        declare(conn, queue)
+        fill(conn, queue, entries)
+        remote = weed.remote("bench", prefix=queue)
+        with Floor(work / "folded", map_size=1 << 30) as floor:
+            folded = Driver(conn, floor, remote, slice_count=slice_count).fold(queue)
+        conn.close()
+        yield weed, remote, queue, folded.entries
+    finally:
+        weed.cleanup()
+        valkey.cleanup()
 
 
 def memory(conn: object, queue: str) -> tuple[int, int]:

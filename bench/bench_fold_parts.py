@@ -131,17 +131,25 @@ def rows(entries: int = 100_000, runs: int = 3, slice_count: int = 10_000
             results = [one_run(valkey.url, work, entries, slice_count) for _ in range(runs)]
         finally:
             valkey.cleanup()
-    med = {part: statistics.median(r[part] for r in results) for part in PARTS}
-    steps = sum(med[p] for p in PARTS[:4])
     label = f"fold parts ({entries:,} outcomes, slices of {slice_count:,})"
-    out = [(f"{label}: {part} (µs/entry; share of the four steps)",
-            f"{med[part]:.2f} ({med[part] / steps:.0%})") for part in PARTS[:4]]
-    out.append((f"{label}: the four steps together (µs/entry; entries/s)",
-                f"{steps:.2f} ({1e6 / steps:,.0f}/s)"))
+    med, out = step_rows(label, results, PARTS)
     out.append((f"{label}: bare LMDB, the same pairs (µs/entry)", f"{med['bare LMDB']:.2f}"))
     out.append((f"{label}: whole fold, for reference (µs/entry; entries/s)",
                 f"{med['whole fold']:.2f} ({1e6 / med['whole fold']:,.0f}/s)"))
     return out
+
+
+def step_rows(label: str, results: list[dict[str, float]], parts: tuple[str, ...]
+              ) -> tuple[dict[str, float], list[tuple[str, str]]]:
+    """Each part's median over ``results``, and the rows of a parts table: the first four
+    parts (the steps) with their share of the sum, then the four together."""
+    med = {part: statistics.median(r[part] for r in results) for part in parts}
+    steps = sum(med[p] for p in parts[:4])
+    out = [(f"{label}: {part} (µs/entry; share of the four steps)",
+            f"{med[part]:.2f} ({med[part] / steps:.0%})") for part in parts[:4]]
+    out.append((f"{label}: the four steps together (µs/entry; entries/s)",
+                f"{steps:.2f} ({1e6 / steps:,.0f}/s)"))
+    return med, out
 
 
 def parts_main(rows: Callable[[int, int, int], list[tuple[str, str]]], doc: str) -> None:

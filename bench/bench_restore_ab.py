@@ -23,12 +23,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench_archive import fill
-
-from echomq.archive import Driver, Floor, declare
-from echomq.queue.connection import connect
-from echomq.servers.seaweed import SeaweedS3
-from echomq.servers.valkey import EmbeddedValkey
+from bench_archive import folded_bucket
 
 HERE = Path(__file__).resolve().parent.parent
 
@@ -69,17 +64,7 @@ def compare(other: Path, entries: int, rounds: int) -> dict[str, list[dict[str, 
     out: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
     with tempfile.TemporaryDirectory(prefix="emq-bench-") as folder:
         work = Path(folder)
-        valkey = EmbeddedValkey(work / "valkey").start()
-        weed = SeaweedS3(work / "weed").start()
-        try:
-            conn = connect(valkey.url)
-            queue = f"ab-{uuid.uuid4().hex[:8]}"
-            declare(conn, queue)
-            fill(conn, queue, entries)
-            remote = weed.remote("bench", prefix=queue)
-            with Floor(work / "folded", map_size=1 << 30) as floor:
-                Driver(conn, floor, remote, slice_count=10_000).fold(queue)
-            conn.close()
+        with folded_bucket(work, entries) as (weed, _, queue, _):
             for n in range(rounds):
                 order = list(trees) if n % 2 == 0 else list(reversed(trees))
                 for name in order:
@@ -90,9 +75,6 @@ def compare(other: Path, entries: int, rounds: int) -> dict[str, list[dict[str, 
                     last = out[name][-1]
                     print(f"{name}: {last['rate']:,.0f}/s, {last['cpu']:.2f} µs CPU per entry",
                           flush=True)
-        finally:
-            weed.cleanup()
-            valkey.cleanup()
     return out
 
 

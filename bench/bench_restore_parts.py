@@ -15,25 +15,21 @@ on private servers started here, with cyclic GC paused as the restore pauses it.
 
 from __future__ import annotations
 
-import statistics
 import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from bench_archive import fill
-from bench_fold_parts import parts_main
+from bench_archive import folded_bucket
+from bench_fold_parts import parts_main, step_rows
 
-from echomq.archive import Driver, Floor, declare, restore
+from echomq.archive import Floor, restore
 from echomq.archive.floor import _index_rows
 from echomq.archive.floor_state import _qk
 from echomq.archive.quiet_gc import quiet_gc
 from echomq.archive.remote import S3Remote
 from echomq.archive.slices import decode_slice
-from echomq.queue.connection import connect
-from echomq.servers.seaweed import SeaweedS3
-from echomq.servers.valkey import EmbeddedValkey
 
 PARTS = ("download", "decode", "index rows", "floor commit", "whole restore")
 
@@ -75,28 +71,10 @@ def rows(entries: int = 100_000, runs: int = 3, slice_count: int = 10_000
     """The table's rows: each part's median in µs per entry, and its share of the sum."""
     with tempfile.TemporaryDirectory(prefix="emq-bench-") as folder:
         work = Path(folder)
-        valkey = EmbeddedValkey(work / "valkey").start()
-        weed = SeaweedS3(work / "weed").start()
-        try:
-            conn = connect(valkey.url)
-            queue = f"parts-{uuid.uuid4().hex[:8]}"
-            declare(conn, queue)
-            fill(conn, queue, entries)
-            remote = weed.remote("bench", prefix=queue)
-            with Floor(work / "folded", map_size=1 << 30) as floor:
-                folded = Driver(conn, floor, remote, slice_count=slice_count).fold(queue)
-            conn.close()
-            results = [one_run(remote, queue, work, folded.entries) for _ in range(runs)]
-        finally:
-            weed.cleanup()
-            valkey.cleanup()
-    med = {part: statistics.median(r[part] for r in results) for part in PARTS}
-    steps = sum(med[p] for p in PARTS[:4])
+        with folded_bucket(work, entries, slice_count) as (_, remote, queue, folded):
+            results = [one_run(remote, queue, work, folded) for _ in range(runs)]
     label = f"restore parts ({entries:,} outcomes, slices of {slice_count:,})"
-    out = [(f"{label}: {part} (µs/entry; share of the four steps)",
-            f"{med[part]:.2f} ({med[part] / steps:.0%})") for part in PARTS[:4]]
-    out.append((f"{label}: the four steps together (µs/entry; entries/s)",
-                f"{steps:.2f} ({1e6 / steps:,.0f}/s)"))
+    med, out = step_rows(label, results, PARTS)
     out.append((f"{label}: whole restore from SeaweedFS S3 (µs/entry; entries/s)",
                 f"{med['whole restore']:.2f} ({1e6 / med['whole restore']:,.0f}/s)"))
     return out
