@@ -31,6 +31,9 @@ from echomq.servers.valkey import EmbeddedValkey
 CRON_QUEUE = "demo-cron"
 QUEUE = "demo"
 console = Console()
+LONG_RUNNING = threading.Event()
+"""Set once the long job's handler runs: the worker then holds the job and hears a cancel
+(a job that is only active in Redis may still be on its way into the worker's hands)."""
 
 
 def handler(job: Any) -> Any:
@@ -40,6 +43,7 @@ def handler(job: Any) -> Any:
     if kind == "flaky" and job.attempts == 1:
         raise ConnectionError("transient failure, will retry")
     if kind == "long":
+        LONG_RUNNING.set()
         for _ in range(200):  # a cooperative handler: checks its token at safe points
             found = echomq.cancel.check(job.cancel_token)
             if found is not None:
@@ -123,6 +127,7 @@ def _steer(conn: echomq.Connection, poison: str) -> None:
 
 
 def _run(conn: echomq.Connection, remote: Any, root: Path) -> None:
+    LONG_RUNNING.clear()
     echomq.archive.declare(conn, QUEUE, payload=True)  # record payloads: replay needs them
     ids = echomq.add_many(conn, QUEUE, [{"kind": "ok", "n": n} for n in range(20)])
     flaky = echomq.add(conn, QUEUE, {"kind": "flaky", "n": 20})
@@ -139,7 +144,7 @@ def _run(conn: echomq.Connection, remote: Any, root: Path) -> None:
     batch = echomq.BatchScheduler(conn)
     batch.add_sweep(QUEUE, interval_ms=1_000)
     try:
-        _wait(lambda: _state(conn, long) == echomq.JobState.ACTIVE)
+        _wait(LONG_RUNNING.is_set)
         console.print(f"cancel {long}: {echomq.cancel.request(conn, QUEUE, long, 'demo')}")
         _wait(lambda: echomq.counts(conn, QUEUE).completed == 22
               and echomq.counts(conn, QUEUE).dead == 1)
