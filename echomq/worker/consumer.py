@@ -32,7 +32,6 @@ import redis
 
 from echomq import tracing
 from echomq.errors import ConnectionFailed, ConsumerCrashed, EchoMQError, InvalidArgument
-from echomq.jobs import cancel as cancel_tokens
 from echomq.jobs.lease import extend_lock
 from echomq.jobs.settle import DEFAULT_BACKOFF_CAP_MS, DEFAULT_BACKOFF_MS, KEEP_ALL
 from echomq.jobs.stalled import DEFAULT_MAX_STALLED
@@ -368,9 +367,8 @@ class Consumer:
             if event.event == "added":
                 self._claims.wake.set()
             elif event.event == "cancel" and self.cancel and event.job_id:
-                job = self._held.jobs.get(event.job_id)
+                job = self._held.cancel(event.job_id, event.reason)
                 if job is not None:
-                    cancel_tokens.cancel(job.cancel_token, event.reason)
                     log.info("job %s: cancel requested (%s)", job.id, event.reason)
 
         def on_error(exc: BaseException, pubsub: Any, thread: Any) -> None:

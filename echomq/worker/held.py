@@ -19,6 +19,7 @@ from typing import Any
 import redis
 
 from echomq.errors import EchoMQError
+from echomq.jobs import cancel as cancel_tokens
 from echomq.jobs.settle import release_many
 from echomq.queue.connection import Connection
 from echomq.worker.context import JobContext
@@ -27,6 +28,11 @@ log = logging.getLogger("echomq.consumer")
 
 STOP = object()
 """Put on a thread's queue to end it once what is ahead of it is done."""
+
+EARLY_CANCEL_S = 10.0
+"""How long a cancel for a job this Consumer does not hold is kept. A cancel is published
+once the job is active in Redis, which can be before this Consumer has taken the claim's
+reply in; it applies when the job arrives. Other Consumers' jobs age out unused."""
 
 
 class Held:
@@ -40,16 +46,42 @@ class Held:
         self.inflight = 0
         self.slots = threading.Condition()
         """Guards ``inflight``; notified whenever a slot frees."""
+        self._early: dict[str, tuple[float, str | None]] = {}
+        """Cancels for jobs not held (yet), by job id, oldest first: (when, reason)."""
+        self._early_lock = threading.Lock()
         self.lock = threading.Lock()
         """Orders a job's start, its finish and a stop's hand-back against each other and
         against the beat's renewal, so a renewal that finds a lease gone lands first."""
 
     def add(self, jobs: list[JobContext]) -> None:
-        """Take newly claimed jobs into this Consumer's hands."""
+        """Take newly claimed jobs into this Consumer's hands (with any cancel that was
+        published for them before they arrived)."""
         with self.slots:
             self.inflight += len(jobs)
-        for job in jobs:
-            self.jobs[job.id] = job
+        with self._early_lock:
+            for job in jobs:
+                self.jobs[job.id] = job
+                early = self._early.pop(job.id, None) if self._early else None
+                if early is not None:
+                    cancel_tokens.cancel(job.cancel_token, early[1])
+
+    def cancel(self, job_id: str, reason: str | None) -> JobContext | None:
+        """Set the cancel token of ``job_id`` when held (returned); else keep the request
+        for :data:`EARLY_CANCEL_S`, in case the job is on its way into this Consumer."""
+        with self._early_lock:
+            job = self.jobs.get(job_id)
+            if job is None:
+                now = time.monotonic()
+                while self._early:  # oldest first: drop what aged out
+                    oldest = next(iter(self._early))
+                    if now - self._early[oldest][0] < EARLY_CANCEL_S:
+                        break
+                    del self._early[oldest]
+                self._early.pop(job_id, None)
+                self._early[job_id] = (now, reason)
+                return None
+        cancel_tokens.cancel(job.cancel_token, reason)
+        return job
 
     def let_go(self, job: JobContext) -> None:
         """A job left this Consumer's hands (settled, lost or handed back): free its slot once."""

@@ -13,6 +13,7 @@ import echomq
 from echomq.jobs.consumer import Consumer
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
+from echomq.worker.held import Held
 from tests.support.consumers import ConsumerThreads
 from tests.support.waits import wait_until
 
@@ -79,6 +80,36 @@ def test_cancel_request_reaches_the_running_handler(conn, queue, start):
     assert job is not None and job.result == "cancelled:user asked"
     (entry,) = stream_entries(conn, queue)
     assert entry == {**entry, "outcome": "cancelled", "result": "user asked", "job": job_id}
+
+
+def test_a_cancel_published_before_the_claim_is_taken_in_still_reaches_the_job(
+        conn, queue, start, monkeypatch):
+    """A cancel is published once the job is active in Redis, which can be before the
+    Consumer has taken the claim's reply in (a loaded machine: the demo once lost its
+    cancel this way and the job completed). It applies when the job arrives."""
+    job_id = echomq.add(conn, queue, {})
+    take_in = Held.add
+
+    def slow_take_in(self: Held, jobs: list[Any]) -> None:
+        if any(job.id == job_id for job in jobs):
+            assert echomq.cancel.request(conn, queue, job_id, reason="early") == "signalled"
+            time.sleep(0.3)  # the event arrives while the job is not held yet
+        take_in(self, jobs)
+
+    monkeypatch.setattr(Held, "add", slow_take_in)
+
+    def careful(job: Any) -> Any:
+        for _ in range(300):
+            found = echomq.cancel.check(job.cancel_token)
+            if found is not None:
+                return echomq.CancelVerdict(found.reason)
+            time.sleep(0.01)
+        return "not cancelled"
+
+    start(careful, cancel=True)
+    wait_until(lambda: echomq.counts(conn, queue).completed == 1)
+    job = echomq.get_job(conn, queue, job_id)
+    assert job is not None and job.result == "cancelled:early"
 
 
 def test_check_or_raise_settles_as_cancelled_never_retried(conn, queue, start):
