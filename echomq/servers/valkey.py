@@ -76,18 +76,21 @@ def server_argv(
     return argv + list(extra or [])
 
 
-def probe(host: str, port: int) -> redis.Redis:
+def probe(host: str, port: int, password: str | None = None) -> redis.Redis:
     """A client for one look at a server: short timeouts, no retries of its own."""
-    return redis.Redis(host=host, port=port, socket_connect_timeout=1, socket_timeout=2,
-                       retry=Retry(NoBackoff(), 0), decode_responses=True)
+    return redis.Redis(host=host, port=port, password=password, socket_connect_timeout=1,
+                       socket_timeout=2, retry=Retry(NoBackoff(), 0), decode_responses=True)
 
 
-def answers_as(process: subprocess.Popen[bytes], host: str, port: int) -> Callable[[], bool]:
+def answers_as(process: subprocess.Popen[bytes], host: str, port: int,
+               password: str | None = None) -> Callable[[], bool]:
     """A readiness check: the server at ``host:port`` answers as ``process`` (not another
-    server that won a race for the free port)."""
+    server that won a race for the free port). With its ``password`` it is ready only once
+    its data is loaded; without, a server that asks for one answers (it refuses before it
+    says it is loading)."""
 
     def ready() -> bool:
-        client = probe(host, port)
+        client = probe(host, port, password)
         try:
             client.ping()  # BusyLoadingError until its AOF is loaded
             if int(client.info("server")["process_id"]) != process.pid:
@@ -163,7 +166,7 @@ class EmbeddedValkey(ServerProcess):
             self._spawn(self._argv())
             self._log = self.data_dir / LOG_FILE  # valkey writes its own log there
             assert self._process is not None
-            self._wait(answers_as(self._process, self.host, self.port))
+            self._wait(answers_as(self._process, self.host, self.port, self._password()))
 
         self._start_on_picked_ports(answer, self._repick if self._port_picked else None)
         self._port_picked = False
@@ -171,6 +174,14 @@ class EmbeddedValkey(ServerProcess):
 
     def _repick(self) -> None:
         self.port = free_port(self.host)
+
+    def _password(self) -> str | None:
+        """The ``--requirepass`` among ``extra_args``, for the readiness probe."""
+        args = self.extra_args
+        for flag, value in zip(args, args[1:], strict=False):
+            if flag == "--requirepass":
+                return value
+        return None
 
 
 def main() -> None:
