@@ -59,17 +59,23 @@ def test_failure_retries_then_dead_with_traceback(conn, queue, start):
     assert entry["outcome"] == "dead" and "boom on attempt 3" in entry["result"]
 
 
+def until_cancelled(job: Any, seconds: float) -> Any:
+    """A cooperative handler's body: check the token every 10 ms for ``seconds``; the
+    cancel's verdict, or "not cancelled"."""
+    for _ in range(int(seconds * 100)):
+        found = echomq.cancel.check(job.cancel_token)
+        if found is not None:
+            return echomq.CancelVerdict(found.reason)
+        time.sleep(0.01)
+    return "not cancelled"
+
+
 def test_cancel_request_reaches_the_running_handler(conn, queue, start):
     started = threading.Event()
 
     def careful(job: Any) -> Any:
         started.set()
-        for _ in range(500):
-            found = echomq.cancel.check(job.cancel_token)
-            if found is not None:
-                return echomq.CancelVerdict(found.reason)
-            time.sleep(0.01)
-        return "not cancelled"
+        return until_cancelled(job, 5.0)
 
     start(careful, cancel=True, record=True)
     job_id = echomq.add(conn, queue, {})
@@ -98,15 +104,7 @@ def test_a_cancel_published_before_the_claim_is_taken_in_still_reaches_the_job(
 
     monkeypatch.setattr(Held, "add", slow_take_in)
 
-    def careful(job: Any) -> Any:
-        for _ in range(300):
-            found = echomq.cancel.check(job.cancel_token)
-            if found is not None:
-                return echomq.CancelVerdict(found.reason)
-            time.sleep(0.01)
-        return "not cancelled"
-
-    start(careful, cancel=True)
+    start(lambda job: until_cancelled(job, 3.0), cancel=True)
     wait_until(lambda: echomq.counts(conn, queue).completed == 1)
     job = echomq.get_job(conn, queue, job_id)
     assert job is not None and job.result == "cancelled:early"
