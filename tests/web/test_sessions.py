@@ -12,6 +12,7 @@ from starlette.testclient import TestClient
 import echomq
 from echomq.queue.connection import Connection
 from echomq.web import create_app
+from echomq.web.sessions import Sessions
 from tests.web.conftest import fill
 
 HTML = {"accept": "text/html"}
@@ -102,3 +103,12 @@ def test_an_expired_session_is_refused(rconn: Connection, queue: str) -> None:
     fresh = sessions.issue()
     assert TestClient(app, cookies={"emq_session": fresh}
                       ).get(f"/queues/{queue}").status_code == 200
+
+
+def test_the_table_of_live_sessions_stays_bounded() -> None:
+    sessions = Sessions(600, max_live=2)
+    first, second = sessions.issue(), sessions.issue()
+    expired = sessions.issue(now=time.time() - 601)  # a third: the oldest login goes
+    third = sessions.issue()  # the expired one is pruned first: no live login goes
+    assert sessions.check(first) is None and sessions.check(expired) is None
+    assert sessions.check(second) is not None and sessions.check(third) is not None
