@@ -142,7 +142,8 @@ async def job(board: Dashboard, request: Request) -> Response:
 
 
 async def login(board: Dashboard, request: Request) -> Response:
-    """Check the token once and set the session cookie (HttpOnly, SameSite=Strict)."""
+    """Check the token once and start a new session (its own cookie, HttpOnly,
+    SameSite=Strict); a session the browser held before is logged out."""
     home = str(request.url_for("overview").path)
     if board.token is None:
         return RedirectResponse(home, status_code=303)
@@ -150,15 +151,18 @@ async def login(board: Dashboard, request: Request) -> Response:
     given = str(form.get("token") or "")
     if not hmac.compare_digest(given.encode(), board.token.encode()):
         return board.render(request, "login.html", status=401, failed=True)
+    board.sessions.revoke(request.cookies.get(SESSION_COOKIE, ""))
     response = RedirectResponse(home, status_code=303)
-    set_session(response, request, board.token)
+    set_session(response, request, board.sessions)
     return response
 
 
 async def logout(board: Dashboard, request: Request) -> Response:
+    """End the session on the server too: a copy of its cookie stops working."""
     form = await request.form()
     if not csrf_ok(request, form):
         return PlainTextResponse("missing or wrong CSRF token", status_code=403)
+    board.sessions.revoke(request.cookies.get(SESSION_COOKIE, ""))
     response = RedirectResponse(str(request.url_for("login").path), status_code=303)
     response.delete_cookie(SESSION_COOKIE, path=cookie_path(request))
     return response

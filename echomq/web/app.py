@@ -28,6 +28,7 @@ from echomq.queue.connection import Connection
 from echomq.web import actions, pages
 from echomq.web.discovery import QueueDirectory
 from echomq.web.security import Gate
+from echomq.web.sessions import SESSION_TTL_S, Sessions
 from echomq.web.urls import job_path
 
 if TYPE_CHECKING:
@@ -41,11 +42,12 @@ class Dashboard:
     """What every handler shares: the connection, the floor, the settings, the templates."""
 
     def __init__(self, conn: Connection, floor: Floor | None, token: str | None,
-                 read_only: bool) -> None:
+                 read_only: bool, sessions: Sessions) -> None:
         self.conn = conn
         self.floor = floor
         self.token = token
         self.read_only = read_only
+        self.sessions = sessions
         self.queues = QueueDirectory(conn)
         env = jinja2.Environment(loader=jinja2.PackageLoader("echomq.web", "templates"),
                                  autoescape=True, undefined=jinja2.StrictUndefined)
@@ -110,16 +112,21 @@ def _open_floor(floor: Floor | str | os.PathLike[str] | None) -> Floor | None:
 
 
 def create_app(conn: Connection, *, floor: Floor | str | os.PathLike[str] | None = None,
-               token: str | None = None, read_only: bool = False) -> Starlette:
+               token: str | None = None, read_only: bool = False,
+               session_ttl_s: float = SESSION_TTL_S) -> Starlette:
     """The dashboard for ``conn``'s prefix, as a Starlette app (mount it anywhere).
 
     ``floor`` (a Floor or its directory) shows the archive and finds jobs Redis forgot;
-    ``token`` makes every request need it (login form or bearer header); ``read_only``
-    hides and refuses every action.
+    ``token`` makes every request need it (login form or bearer header); a login lasts
+    ``session_ttl_s`` seconds at most; ``read_only`` hides and refuses every action.
+    Sessions live in this process (``app.state.sessions``): a restart logs everyone out.
     """
     if token is not None and not token.strip():
         raise EchoMQError("the dashboard token must not be empty")
-    board = Dashboard(conn, _open_floor(floor), token, read_only)
+    if not session_ttl_s >= 1:
+        raise EchoMQError(f"a session must last 1 s or more, not {session_ttl_s!r} s")
+    sessions = Sessions(session_ttl_s)
+    board = Dashboard(conn, _open_floor(floor), token, read_only, sessions)
 
     def bind(handler: Callable[[Dashboard, Request], Awaitable[Response]]
              ) -> Callable[[Request], Awaitable[Response]]:
@@ -149,5 +156,8 @@ def create_app(conn: Connection, *, floor: Floor | str | os.PathLike[str] | None
         Route("/metrics", bind(pages.metrics), name="metrics"),
         Mount("/static", StaticFiles(packages=[("echomq.web", "static")]), name="static"),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(Gate, token=token)])
+    app = Starlette(routes=routes,
+                    middleware=[Middleware(Gate, token=token, sessions=sessions)])
+    app.state.sessions = sessions
+    return app
 

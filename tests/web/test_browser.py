@@ -11,10 +11,6 @@ fail, naming the packages to install (``.ci/run`` installs them).
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,9 +21,9 @@ import pytest
 import echomq
 from echomq.archive import Driver, Floor, declare
 from echomq.queue.connection import Connection
-from echomq.servers import free_port
 from tests.support import ROOT
 from tests.web.conftest import fill
+from tests.web.served import dashboard, status
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -55,23 +51,9 @@ def floor_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def base(server_url: str, floor_path: Path) -> Iterator[str]:
     """``emq dashboard`` with a token and a floor, on a free port; its URL."""
     _need_chromium()
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "echomq", "--url", server_url, "--log-level", "WARNING",
-         "dashboard", "--port", str(port), "--floor", str(floor_path), "--token", TOKEN],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 30
-    while True:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        if server.poll() is not None or time.monotonic() > deadline:
-            server.kill()
-            raise AssertionError(f"the dashboard did not start: {server.communicate()[0]}")
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.terminate()
-    server.communicate(timeout=30)
+    with dashboard(server_url, "--floor", str(floor_path),
+                   env={"EMQ_DASHBOARD_TOKEN": TOKEN}) as served:
+        yield served.url
 
 
 @pytest.fixture(scope="module")
@@ -165,6 +147,22 @@ def test_logging_in_with_the_token(browser: Any, base: str) -> None:
     log_in(browser, base)
     wait_for(browser, lambda d: d.current_url == base + "/")
     assert "Queues" in text_of(browser)
+
+
+def test_logging_out_ends_the_session_on_the_server(browser: Any, base: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(base + "/")
+    before = browser.get_cookie("emq_session")["value"]
+    assert status(base + "/", cookie=f"emq_session={before}") == 200
+    browser.find_element(By.CSS_SELECTOR, "form[action='/logout'] button").click()
+    wait_for(browser, lambda d: d.current_url == base + "/login")
+    assert browser.get_cookie("emq_session") is None
+    assert status(base + "/", cookie=f"emq_session={before}") == 401  # a copy is dead too
+    log_in(browser, base)
+    wait_for(browser, lambda d: d.current_url == base + "/")
+    after = browser.get_cookie("emq_session")["value"]
+    assert after != before and status(base + "/", cookie=f"emq_session={after}") == 200
 
 
 def test_the_overview_shows_counts_and_refreshes_them(
