@@ -1,6 +1,6 @@
 """A restart of a folder's shared server does not move it (issue 20, item 3): the socket
-path and the password stay, so a running Consumer and a BatchScheduler, never restarted,
-carry on by themselves once it is back, and nothing is lost."""
+path and the password stay, so a running Consumer, a BatchScheduler and a dashboard,
+never restarted, carry on by themselves once it is back, and nothing is lost."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ import threading
 from pathlib import Path
 
 import pytest
+from starlette.testclient import TestClient
 
 import echomq
 from echomq.jobs.consumer import Consumer
 from echomq.jobs.scheduler import BatchScheduler
 from echomq.queue.embedded import SharedValkey
+from echomq.web.app import create_app
 from echomq.worker.context import JobContext
 from tests.support.waits import wait_until
 
@@ -26,6 +28,7 @@ def test_a_consumer_and_a_scheduler_ride_a_restart_of_the_folders_server(
     shared = SharedValkey(folder)
     worker_conn = echomq.connect(data_dir=folder)
     batch_conn = echomq.connect(data_dir=folder)
+    dashboard = TestClient(create_app(echomq.connect(data_dir=folder)))
     handled: list[str] = []
     lock = threading.Lock()
 
@@ -45,6 +48,7 @@ def test_a_consumer_and_a_scheduler_ride_a_restart_of_the_folders_server(
             before = echomq.add_many(producer, queue, [{"n": n} for n in range(5)])
             producer.close()
             wait_until(lambda: len(handled) == 5, timeout=30)
+            assert dashboard.get(f"/queues/{queue}").status_code == 200
             first = shared.find()
             assert first is not None and shared.stop() == first
             wait_until(lambda: batch.passes > 0)
@@ -57,6 +61,7 @@ def test_a_consumer_and_a_scheduler_ride_a_restart_of_the_folders_server(
             assert echomq.counts(producer, queue).completed == 10
             assert thread.is_alive() and second.pid != first.pid
             assert (second.url, second.socket) == (first.url, first.socket)  # never moved
+            assert dashboard.get(f"/queues/{queue}").status_code == 200  # its pool too
             # the scheduler's sweeps reach the restarted server: a lapsed lease is found
             echomq.add(producer, swept, {"lapses": True})
             [held] = echomq.claim(producer, swept, lease_ms=100)
