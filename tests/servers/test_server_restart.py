@@ -28,7 +28,8 @@ def test_a_consumer_and_a_scheduler_ride_a_restart_of_the_folders_server(
     shared = SharedValkey(folder)
     worker_conn = echomq.connect(data_dir=folder)
     batch_conn = echomq.connect(data_dir=folder)
-    dashboard = TestClient(create_app(echomq.connect(data_dir=folder)))
+    web_conn = echomq.connect(data_dir=folder)
+    dashboard = TestClient(create_app(web_conn))
     handled: list[str] = []
     lock = threading.Lock()
 
@@ -73,6 +74,7 @@ def test_a_consumer_and_a_scheduler_ride_a_restart_of_the_folders_server(
         thread.join(20)
         worker_conn.close()
         batch_conn.close()
+        web_conn.close()
         shared.stop()
     assert not thread.is_alive() and held.id
     assert second.password not in caplog.text  # logged as unix://:***@...
