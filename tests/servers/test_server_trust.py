@@ -24,8 +24,9 @@ from pathlib import Path
 import pytest
 
 import echomq
-from echomq.queue.embedded import STATE_FILE, SharedValkey, pid_alive
+from echomq.queue.embedded import STATE_FILE, EmbeddedValkey, SharedValkey, pid_alive
 from tests.servers.test_embedded_server import emq, servers_for
+from tests.support.waits import wait_until
 
 NOBODY = 65534
 
@@ -275,3 +276,28 @@ def test_a_folder_too_deep_for_a_unix_socket_is_a_clear_error(tmp_path: Path) ->
     assert "too deep for its server's unix socket" in done.stderr
     assert "use a shorter --data-dir" in done.stderr
     assert not folder.exists()
+
+
+def test_a_server_an_older_echomq_started_is_named_and_can_be_stopped(tmp_path: Path) -> None:
+    """Upgrading: the folder's server from before (TCP, no password, a state file with no
+    socket) is not used, nor doubled by a second server on its AOF; stop still stops it."""
+    folder = tmp_path / "data"
+    older = EmbeddedValkey(folder).start()  # a valkey-server working in the folder
+    try:
+        assert older.pid is not None
+        (folder / STATE_FILE).write_text(json.dumps({
+            "pid": older.pid, "host": "127.0.0.1", "port": older.port, "run_id": "0" * 40,
+            "data_dir": str(folder)}))
+        with pytest.raises(echomq.ConnectionFailed, match="started by an older EchoMQ"):
+            echomq.connect(data_dir=folder)
+        stopped = SharedValkey(folder).stop()
+        assert stopped is not None and stopped.pid == older.pid
+        wait_until(lambda: not older.running())
+        conn = echomq.connect(data_dir=folder)  # now the folder's own, on its socket
+        try:
+            assert conn.url.startswith("unix://") and conn.redis.ping()
+        finally:
+            conn.close()
+    finally:
+        older.cleanup()
+        SharedValkey(folder).stop()
