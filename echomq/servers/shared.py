@@ -111,7 +111,7 @@ class SharedValkey:
         if port is not None and (isinstance(port, bool) or not 0 < port < 65536):
             raise InvalidArgument(f"port must be in 1..65535, got {port!r}")
         if port is not None and tcp is False:
-            raise InvalidArgument("a port needs TCP (tcp=True)")
+            raise InvalidArgument("a port needs TCP (--tcp, tcp=True), not --no-tcp")
         self.tcp = True if port is not None else tcp
         self.port = port
 
