@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -33,12 +34,21 @@ def test_a_consumer_and_a_scheduler_ride_a_restart_of_the_folders_server(
     handled: list[str] = []
     lock = threading.Lock()
 
-    def handler(job: JobContext) -> str:
+    started = threading.Event()
+
+    def handler(job: JobContext) -> object:
+        if job.payload == {"waits": "for a cancel"}:
+            started.set()
+            for _ in range(3000):  # up to 30 s, checking its cancel token
+                if (found := echomq.cancel.check(job.cancel_token)) is not None:
+                    return echomq.CancelVerdict(found.reason)
+                time.sleep(0.01)
+            return "not cancelled"
         with lock:
             handled.append(job.id)
         return "ok"
 
-    consumer = Consumer(worker_conn, queue, handler, concurrency=2, poll_ms=100)
+    consumer = Consumer(worker_conn, queue, handler, concurrency=2, poll_ms=100, cancel=True)
     thread = threading.Thread(target=consumer.run, kwargs={"install_signals": False})
     thread.start()
     swept = f"{queue}-swept"
@@ -63,6 +73,21 @@ def test_a_consumer_and_a_scheduler_ride_a_restart_of_the_folders_server(
             assert thread.is_alive() and second.pid != first.pid
             assert (second.url, second.socket) == (first.url, first.socket)  # never moved
             assert dashboard.get(f"/queues/{queue}").status_code == 200  # its pool too
+            # its event subscription too: a cancel published after the restart is heard
+            waiting = echomq.add(producer, queue, {"waits": "for a cancel"})
+            assert started.wait(30)
+
+            def cancelled() -> bool:
+                job = echomq.get_job(producer, queue, waiting)
+                if job is not None and job.state == "active":  # at most once: ask again
+                    echomq.cancel.request(producer, queue, waiting, reason="after restart")
+                    time.sleep(0.2)
+                job = echomq.get_job(producer, queue, waiting)
+                return job is not None and job.state == "completed"
+
+            wait_until(cancelled, timeout=30)
+            job = echomq.get_job(producer, queue, waiting)
+            assert job is not None and job.result == "cancelled:after restart"
             # the scheduler's sweeps reach the restarted server: a lapsed lease is found
             echomq.add(producer, swept, {"lapses": True})
             [held] = echomq.claim(producer, swept, lease_ms=100)
