@@ -22,6 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "echomq"
 PARTS: dict[str, tuple[str, ...]] = {
     "substrate": ("echomq.errors", "echomq.models", "echomq.queue", "echomq.tracing"),
     "launchers": ("echomq.servers.process", "echomq.servers.valkey", "echomq.servers.shared",
+                  "echomq.servers.private",
                   "echomq.servers.cluster"),
     "dev-servers": ("echomq.servers",),
     "jobs": ("echomq.jobs", "echomq.cancel"),

