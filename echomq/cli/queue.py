@@ -90,7 +90,7 @@ def reap(ctx: click.Context, queue: str, as_json: bool) -> None:
 @click.pass_context
 def dead(ctx: click.Context, queue: str, limit: int, as_json: bool) -> None:
     """List dead-lettered jobs with their last error."""
-    conn = connect(ctx)
+    conn = connect(ctx, start=False)
     rows = []
     for job_id in echomq.dead_jobs(conn, queue, limit):
         job = echomq.get_job(conn, queue, job_id)
@@ -142,7 +142,7 @@ def status(ctx: click.Context, queue: str | None, as_json: bool) -> None:
     line each, or {"queues": {name: ...}} with --json), each read in its own slot.
 
     Refuses a bad queue name."""
-    conn = connect(ctx)
+    conn = connect(ctx, start=False)
     with as_click_error():
         if queue is not None:
             emit(_status_of(conn, queue), as_json)
