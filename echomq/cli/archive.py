@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+import redis
 from rich.console import Console
 from rich.table import Table
 
@@ -30,6 +31,8 @@ from echomq.archive.restore import restore, verify
 from echomq.cli.app import connect
 from echomq.cli.remote import RemoteSettings, remote_options
 from echomq.errors import EchoMQError, LeaseHeld
+from echomq.progress import Task, Tick, bars
+from echomq.queue.connection import Connection
 from echomq.queue.declared import declare, declared_queues, undeclare
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -168,21 +171,25 @@ def fold_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None, floor
     """Fold QUEUES (default: every declared queue) into the floor and the remote.
 
     A queue whose fold lease another driver holds is skipped at once, never waited for,
-    and named with its holder (not a failure). Exits 1 when any fold failed."""
+    and named with its holder (not a failure). Exits 1 when any fold failed. Shows a
+    progress bar per queue on a terminal (on stderr; none with --json)."""
     conn = connect(ctx, url)
     remote = s3.build()
     reports: list[FoldReport] = []
 
     names = queues or tuple(declared_queues(conn))
+    ticks: dict[str, Tick] = {}
 
-    def run() -> None:
+    def run(task: Task) -> None:
         try:
-            driver = Driver(conn, floor_path, remote, slice_count=slice_count)
+            driver = Driver(conn, floor_path, remote, slice_count=slice_count,
+                            progress=lambda queue, n: ticks[queue](n))
         except EchoMQError as exc:  # the floor cannot open: every queue failed
             reports.extend(FoldReport(q, error=repr(exc)) for q in names)
             return
         try:
             for queue in names:
+                ticks[queue] = task(queue, _backlog(conn, queue))
                 try:
                     reports.append(driver.fold(queue))
                 except LeaseHeld:
@@ -194,7 +201,8 @@ def fold_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None, floor
         finally:
             driver.close()
 
-    _guard(run)
+    with bars(False if as_json else None, "fold") as task:
+        _guard(partial(run, task))
     _emit(as_json, [r.to_dict() for r in reports], "fold")
     for report in reports:
         if report.skipped:
@@ -207,6 +215,15 @@ def fold_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None, floor
         click.echo(f"fold failed for {len(failed)} of {len(reports)} queue(s): "
                    + ", ".join(r.queue for r in failed), err=True)
         sys.exit(1)
+
+
+def _backlog(conn: Connection, queue: str) -> int | None:
+    """The stream's length: an upper bound of what a fold has to take (entries folded but
+    not trimmed yet count too); None when it cannot be read (the fold will say why)."""
+    try:
+        return int(conn.redis.xlen(conn.keys(queue).completions))
+    except (redis.RedisError, EchoMQError):
+        return None
 
 
 @archive.command("status")
