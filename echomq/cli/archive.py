@@ -104,6 +104,13 @@ def _floor_gaps(floor_path: str) -> dict[str, list[Gap]] | None:
         return {q: floor.gaps(q) for q in floor.queues()}
 
 
+def _read_floor(floor_path: str) -> Floor:
+    """The floor a command only reads: refused when missing, never created empty."""
+    if not Path(floor_path, "data.mdb").exists():
+        raise click.ClickException(f"no floor at {floor_path}")
+    return Floor(floor_path)
+
+
 def _guard(fn: Callable[[], None]) -> None:
     try:
         fn()
@@ -232,7 +239,7 @@ def _backlog(conn: Connection, queue: str) -> int | None:
 @_json_option
 def status_cmd(queues: tuple[str, ...], floor_path: str, as_json: bool) -> None:
     """What the floor holds per queue: checkpoint, counts, slices not yet uploaded."""
-    with Floor(floor_path) as floor:
+    with _read_floor(floor_path) as floor:
         names = queues or tuple(floor.queues())
         rows = [floor.status(q).to_dict() for q in names]
         gaps = [g for q in names for g in floor.gaps(q)]
@@ -252,7 +259,7 @@ def status_cmd(queues: tuple[str, ...], floor_path: str, as_json: bool) -> None:
 def audit_cmd(queue: str, outcome: str | None, since: str | None, until: str | None,
               limit: int | None, quarantine: bool, floor_path: str, as_json: bool) -> None:
     """Every archived outcome of QUEUE in a time range, oldest first."""
-    with Floor(floor_path) as floor:
+    with _read_floor(floor_path) as floor:
         found = floor.audit(queue, outcome, _time(since), _time(until), limit)
         kept = floor.quarantined(queue) if quarantine else []
     _warn_gaps(found.gaps)
@@ -272,7 +279,7 @@ def audit_cmd(queue: str, outcome: str | None, since: str | None, until: str | N
 @_json_option
 def show_cmd(queue: str, job: str, floor_path: str, as_json: bool) -> None:
     """What happened to JOB of QUEUE: every archived outcome, oldest first."""
-    with Floor(floor_path) as floor:
+    with _read_floor(floor_path) as floor:
         rows = [e.to_dict() for e in floor.history(queue, job)]
     _emit(as_json, rows, f"{queue} job {job}")
     if not rows:

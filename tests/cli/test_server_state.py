@@ -76,6 +76,17 @@ def test_a_command_that_only_reads_starts_no_server(data_dir: Path, argv: list[s
     assert not data_dir.exists()  # nothing made: no folder, no state file
 
 
+@pytest.mark.parametrize("argv", [["status"], ["audit", "q"], ["show", "q", "some-id"]],
+                         ids=lambda argv: argv[0])
+def test_an_archive_read_of_a_missing_floor_creates_nothing(data_dir: Path, tmp_path: Path,
+                                                           argv: list[str]) -> None:
+    floor = tmp_path / "floor"
+    done = emq(data_dir, "archive", *argv, "--floor", str(floor))
+    assert done.exit_code == 1, done.output
+    assert f"no floor at {floor}" in done.output
+    assert not floor.exists() and not data_dir.exists() and servers_for(data_dir) == []
+
+
 def test_a_read_finds_a_running_server_and_a_write_still_starts_one(data_dir: Path) -> None:
     data_dir.mkdir()
     assert emq(data_dir, "status", "--queue", "q").exit_code == 1
