@@ -20,7 +20,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "echomq"
 
 PARTS: dict[str, tuple[str, ...]] = {
-    "substrate": ("echomq.errors", "echomq.models", "echomq.queue", "echomq.tracing"),
+    "substrate": ("echomq.errors", "echomq.models", "echomq.progress", "echomq.queue",
+                  "echomq.tracing"),
     "launchers": ("echomq.servers.process", "echomq.servers.valkey", "echomq.servers.shared",
                   "echomq.servers.private",
                   "echomq.servers.cluster"),

@@ -133,6 +133,8 @@ class Driver(StreamChecks, UploadSteps):
     transaction). ``lease_ms`` is the fold lease; with ``wait_ms`` > 0 a held lease is
     waited for, otherwise :class:`~echomq.errors.LeaseHeld` is raised at once. ``name``
     says who holds a lease in other drivers' reports (default ``host:pid``).
+    ``progress(queue, n)`` is told the entries each slice committed to the floor (the CLI
+    draws a bar with it).
     """
 
     def __init__(
@@ -148,6 +150,7 @@ class Driver(StreamChecks, UploadSteps):
         hook: Callable[[str], None] | None = None,
         compress_level: int = 1,
         name: str | None = None,
+        progress: Callable[[str, int], None] | None = None,
     ) -> None:
         for what, value in (("slice_count", slice_count), ("slice_bytes", slice_bytes),
                             ("lease_ms", lease_ms)):
@@ -168,6 +171,7 @@ class Driver(StreamChecks, UploadSteps):
         self.lease_ms = lease_ms
         self.wait_ms = wait_ms
         self.hook = hook
+        self.progress = progress
         self.compress_level = compress_level
         self.name = check_driver_name(name) if name is not None else default_name()
         self._lease_token = f"{self.name}/{uuid.uuid4().hex}"
@@ -462,6 +466,8 @@ class Driver(StreamChecks, UploadSteps):
             tally.counts["slices"] += 1
             tally.counts["entries"] += added[0] + added[1]
             tally.counts["quarantined"] += added[1]
+            if self.progress is not None:
+                self.progress(content.meta.queue, added[0] + added[1])
         self._at("after_floor_commit")
 
     # -- the folded mark ------------------------------------------------------------------

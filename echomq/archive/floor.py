@@ -54,6 +54,7 @@ from echomq.queue.keys import MAX_NAME_LENGTH, names_ok
 
 if TYPE_CHECKING:
     from echomq.archive.history_sql import QueryResult
+    from echomq.progress import Tick
 
 DEFAULT_MAP_SIZE = 64 * 1024 * 1024
 _BY = {o.value: f"by_{o.value}" for o in Outcome}
@@ -471,24 +472,24 @@ class Floor(GapLedger, DigestChain, FloorFormat, PendingRebase):
             for _, line in self._scan(txn, dbs["entries"], _qk(queue)):
                 yield line
 
-    def query(self, sql: str) -> QueryResult:
+    def query(self, sql: str, progress: Tick | None = None) -> QueryResult:
         """Run ``sql`` (DuckDB) over the view ``outcomes`` of every queue in the floor:
         queue, job_id, outcome, result, attempts, at, created_at, started_at (timestamps,
         UTC), error (a dead outcome's result), name and payload (when recorded), stream_id.
-        Needs the extra ``echomq[sql]``."""
+        ``progress`` is told how many entries were read. Needs the extra ``echomq[sql]``."""
         from echomq.archive.history_sql import query
 
-        return query(self, sql)
+        return query(self, sql, progress)
 
     def export(self, queue: str, path: str | os.PathLike[str], format: str = "parquet",
-               since: int | datetime | None = None, until: int | datetime | None = None
-               ) -> int:
+               since: int | datetime | None = None, until: int | datetime | None = None,
+               progress: Tick | None = None) -> int:
         """Write ``queue``'s outcomes settled at ``since <= at < until`` to ``path``, as
         Parquet or JSON lines (the view's columns), for a warehouse; returns the count.
-        Needs the extra ``echomq[sql]``."""
+        ``progress`` is told how many entries were read. Needs the extra ``echomq[sql]``."""
         from echomq.archive.history_sql import export
 
-        return export(self, queue, path, format, since, until)
+        return export(self, queue, path, format, since, until, progress)
 
     def entries(self, queue: str) -> list[ArchivedEntry]:
         """Every archived outcome of ``queue`` in stream order."""

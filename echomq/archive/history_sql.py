@@ -21,6 +21,7 @@ import orjson
 
 from echomq.archive.entries import to_ms
 from echomq.errors import ExtraMissing, InvalidArgument, QueryFailed
+from echomq.progress import Tick
 
 if TYPE_CHECKING:
     from echomq.archive.floor import Floor
@@ -69,14 +70,17 @@ def _int(value: str | None) -> int | None:
 
 
 def rows(floor: Floor, queues: Iterable[str], since: int | None = None,
-         until: int | None = None, batch: int = BATCH) -> Iterator[list[list[Any]]]:
-    """The view's columns for ``since <= at < until``, ``batch`` entries at a time."""
+         until: int | None = None, batch: int = BATCH, progress: Tick | None = None
+         ) -> Iterator[list[list[Any]]]:
+    """The view's columns for ``since <= at < until``, ``batch`` entries at a time;
+    ``progress`` is told how many entries were read (every ``batch``)."""
     loads = orjson.loads
     for queue in queues:
         cols: list[list[Any]] = [[] for _ in COLUMNS]
         (q, job, outcome, result, attempts, at, created, started, error, name, payload,
          sid) = cols
-        for line in floor.lines(queue):
+        lines = floor.lines(queue)
+        for line in lines if progress is None else _ticking(lines, progress, batch):
             obj = loads(line)
             f = obj["fields"]
             when = int(f["at"])
@@ -104,13 +108,26 @@ def rows(floor: Floor, queues: Iterable[str], since: int | None = None,
             yield cols
 
 
-def _batches(floor: Floor, queues: Iterable[str], since: int | None, until: int | None
-             ) -> tuple[Any, Iterator[Any]]:
+def _ticking(lines: Iterator[bytes], progress: Tick, every: int) -> Iterator[bytes]:
+    """``lines``, telling ``progress`` every ``every`` lines (and the rest at the end)."""
+    n = 0
+    for line in lines:
+        yield line
+        n += 1
+        if n == every:
+            progress(n)
+            n = 0
+    if n:
+        progress(n)
+
+
+def _batches(floor: Floor, queues: Iterable[str], since: int | None, until: int | None,
+             progress: Tick | None = None) -> tuple[Any, Iterator[Any]]:
     pa = _need("pyarrow")
     schema = _schema(pa)
     return schema, (pa.RecordBatch.from_arrays(
         [pa.array(col, type=field.type) for col, field in zip(cols, schema, strict=True)],
-        schema=schema) for cols in rows(floor, queues, since, until))
+        schema=schema) for cols in rows(floor, queues, since, until, progress=progress))
 
 
 @dataclass(frozen=True)
@@ -124,8 +141,9 @@ class QueryResult:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
 
 
-def query(floor: Floor, sql: str) -> QueryResult:
-    """Run ``sql`` over the view ``outcomes`` of every queue in the floor (DuckDB).
+def query(floor: Floor, sql: str, progress: Tick | None = None) -> QueryResult:
+    """Run ``sql`` over the view ``outcomes`` of every queue in the floor (DuckDB);
+    ``progress`` is told how many entries were read into the view.
 
     The view is built per call from the floor's entries; a query that DuckDB refuses
     raises :class:`QueryFailed` with DuckDB's message."""
@@ -133,7 +151,7 @@ def query(floor: Floor, sql: str) -> QueryResult:
         raise InvalidArgument("a query is a non-empty SQL string")
     duckdb = _need("duckdb")
     pa = _need("pyarrow")
-    schema, batches = _batches(floor, floor.queues(), None, None)
+    schema, batches = _batches(floor, floor.queues(), None, None, progress)
     table = pa.Table.from_batches(list(batches), schema=schema)
     db = duckdb.connect(":memory:")
     try:
@@ -151,10 +169,12 @@ def query(floor: Floor, sql: str) -> QueryResult:
 
 
 def export(floor: Floor, queue: str, path: str | os.PathLike[str], format: str = "parquet",
-           since: int | datetime | None = None, until: int | datetime | None = None) -> int:
+           since: int | datetime | None = None, until: int | datetime | None = None,
+           progress: Tick | None = None) -> int:
     """Write ``queue``'s outcomes settled at ``since <= at < until`` to ``path`` as Parquet
     (the view's typed columns) or JSON lines (the same columns; times as ms since the
-    epoch); returns how many rows were written."""
+    epoch); returns how many rows were written. ``progress`` is told how many of the
+    queue's entries were read."""
     if format not in ("parquet", "jsonl"):
         raise InvalidArgument(f"format must be 'parquet' or 'jsonl', got {format!r}")
     if queue not in floor.queues():
@@ -164,7 +184,7 @@ def export(floor: Floor, queue: str, path: str | os.PathLike[str], format: str =
     count = 0
     if format == "jsonl":
         with target.open("w", encoding="utf-8") as out:
-            for cols in rows(floor, [queue], lo, hi):
+            for cols in rows(floor, [queue], lo, hi, progress=progress):
                 for row in zip(*cols, strict=True):
                     out.write(json.dumps(dict(zip(COLUMNS, row, strict=True)),
                                          ensure_ascii=False, separators=(",", ":")))
@@ -172,7 +192,7 @@ def export(floor: Floor, queue: str, path: str | os.PathLike[str], format: str =
                     count += 1
         return count
     parquet = _need("pyarrow.parquet")
-    schema, batches = _batches(floor, [queue], lo, hi)
+    schema, batches = _batches(floor, [queue], lo, hi, progress)
     with parquet.ParquetWriter(str(target), schema) as writer:
         for batch in batches:
             writer.write_batch(batch)

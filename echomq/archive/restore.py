@@ -15,9 +15,8 @@ its lease, a crash before the manifest moved) is reported as an orphan and skipp
 from __future__ import annotations
 
 import os
-import sys
 from collections import defaultdict, deque
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass, field
@@ -41,11 +40,11 @@ from echomq.archive.slices import (
 )
 from echomq.errors import ArchiveError, InvalidArgument, MissingSlice
 from echomq.errors import ManifestMissing as ManifestMissing
+from echomq.progress import Tick, bars
 
 if TYPE_CHECKING:
     from echomq.archive.remote import Remote
 
-Tick = Callable[[int], None]
 PREFETCH = 2
 BATCH_ENTRIES = 10_000
 """Entries of checked slices committed to the floor in one transaction (see ``_Batch``)."""
@@ -447,27 +446,6 @@ def verify_queue(remote: Remote, queue: str, tick: Tick | None = None, *,
     return report
 
 
-@contextmanager
-def _progress(enabled: bool | None, label: str) -> Iterator[Callable[[str, int], Tick]]:
-    """A rich progress bar on a terminal (or when asked); silent otherwise."""
-    if enabled is None:
-        enabled = sys.stderr.isatty()
-    if not enabled:
-        yield lambda name, total: (lambda n: None)
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-    with Progress("[bold]{task.description}", BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), console=Console(stderr=True)) as bar:
-
-        def task(name: str, total: int) -> Tick:
-            task_id = bar.add_task(f"{label} {name}", total=total)
-            return lambda n: bar.advance(task_id, n)
-
-        yield task
-
-
 def restore(remote: Remote, floor_path: Floor | str | os.PathLike[str],
             queues: list[str] | None = None, progress: bool | None = None, *,
             rebuild_manifest: bool = False, until: int | datetime | str | None = None
@@ -489,7 +467,7 @@ def restore(remote: Remote, floor_path: Floor | str | os.PathLike[str],
     reports: dict[str, QueueReport] = {}
     try:
         names = queues if queues is not None else remote.queues()
-        with _progress(progress, "restore") as task:
+        with bars(progress, "restore") as task:
             for queue in names:
                 total = len(remote.list_slices(queue))
                 _, reports[queue] = pull(remote, floor, queue, task(queue, total),
@@ -512,7 +490,7 @@ def verify(remote: Remote, queues: list[str] | None = None, progress: bool | Non
     """
     pins = pins or {}
     reports: dict[str, QueueReport] = {}
-    with _floor(floor) as opened, _progress(progress, "verify") as task:
+    with _floor(floor) as opened, bars(progress, "verify") as task:
         names = queues if queues is not None else _verified_queues(remote, opened)
         for queue in names:
             reports[queue] = verify_queue(remote, queue,

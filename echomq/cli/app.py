@@ -3,7 +3,9 @@ lazy table of commands.
 
 Every command takes ``--url`` (or ``$EMQ_URL``); with none, it runs against the embedded
 Valkey of ``--data-dir``: ONE persistent server per folder, started by the first command
-that needs it and left running for the next, until ``emq server stop``.
+that writes (enqueue, worker, ...) and left running for the next, until ``emq server
+stop``. A command that only reads (status, show, jobs, ...) never starts one: with none
+running it says so (``start=False``, :func:`running_url`).
 
 Commands load on first use (:class:`LazyGroup`): ``emq worker`` imports the worker and
 nothing of the archive (boto3, LMDB) or of rich.
@@ -79,16 +81,36 @@ class Options:
         return cls(os.environ.get("EMQ_URL"), os.environ.get("EMQ_EXECUTOR", "scripts"),
                    os.environ.get("EMQ_DATA_DIR"), os.environ.get("EMQ_PREFIX", "emq"))
 
-    def connect(self, url: str | None = None) -> Connection:
+    def connect(self, url: str | None = None, *, start: bool = True) -> Connection:
         """The invocation's connection; ``url`` (a subcommand's own ``--url``) overrides
-        the root's. A ConnectionFailed becomes a one-line error (its text is redacted)."""
+        the root's. A ConnectionFailed becomes a one-line error (its text is redacted).
+
+        With no URL, ``start=False`` (a command that only reads) uses the folder's server
+        only if one runs: starting a server to read an empty one would answer nothing
+        and leave a process behind."""
         if self._conn is None:
             from echomq.queue.connection import connect
 
             with as_click_error():
-                self._conn = connect(url or self.url, executor=self.executor,  # type: ignore[arg-type]
+                target = url or self.url
+                if target is None and not start:
+                    target = running_url(self.data_dir)
+                self._conn = connect(target, executor=self.executor,  # type: ignore[arg-type]
                                      data_dir=self.data_dir, prefix=self.prefix)
         return self._conn
+
+
+def running_url(data_dir: str | None) -> str:
+    """The URL of the folder's running shared server; a one-line error naming the folder
+    when none runs. Never starts one, and creates nothing when the folder is missing."""
+    from echomq.servers.shared import SharedValkey
+
+    shared = SharedValkey(data_dir)
+    info = shared.find() if shared.data_dir.is_dir() else None
+    if info is None:
+        raise click.ClickException(
+            f"no server is running for {shared.data_dir} (`emq server start`)")
+    return info.url
 
 
 def options(ctx: click.Context) -> Options:
@@ -99,9 +121,10 @@ def options(ctx: click.Context) -> Options:
     return found
 
 
-def connect(ctx: click.Context, url: str | None = None) -> Connection:
-    """The invocation's connection (see :meth:`Options.connect`)."""
-    return options(ctx).connect(url)
+def connect(ctx: click.Context, url: str | None = None, *, start: bool = True) -> Connection:
+    """The invocation's connection (see :meth:`Options.connect`); ``start=False`` for a
+    command that only reads."""
+    return options(ctx).connect(url, start=start)
 
 
 @contextlib.contextmanager

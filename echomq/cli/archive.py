@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+import redis
 from rich.console import Console
 from rich.table import Table
 
@@ -30,6 +31,8 @@ from echomq.archive.restore import restore, verify
 from echomq.cli.app import connect
 from echomq.cli.remote import RemoteSettings, remote_options
 from echomq.errors import EchoMQError, LeaseHeld
+from echomq.progress import Task, Tick, bars
+from echomq.queue.connection import Connection
 from echomq.queue.declared import declare, declared_queues, undeclare
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -101,6 +104,13 @@ def _floor_gaps(floor_path: str) -> dict[str, list[Gap]] | None:
         return {q: floor.gaps(q) for q in floor.queues()}
 
 
+def _read_floor(floor_path: str) -> Floor:
+    """The floor a command only reads: refused when missing, never created empty."""
+    if not Path(floor_path, "data.mdb").exists():
+        raise click.ClickException(f"no floor at {floor_path}")
+    return Floor(floor_path)
+
+
 def _guard(fn: Callable[[], None]) -> None:
     try:
         fn()
@@ -168,21 +178,25 @@ def fold_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None, floor
     """Fold QUEUES (default: every declared queue) into the floor and the remote.
 
     A queue whose fold lease another driver holds is skipped at once, never waited for,
-    and named with its holder (not a failure). Exits 1 when any fold failed."""
+    and named with its holder (not a failure). Exits 1 when any fold failed. Shows a
+    progress bar per queue on a terminal (on stderr; none with --json)."""
     conn = connect(ctx, url)
     remote = s3.build()
     reports: list[FoldReport] = []
 
     names = queues or tuple(declared_queues(conn))
+    ticks: dict[str, Tick] = {}
 
-    def run() -> None:
+    def run(task: Task) -> None:
         try:
-            driver = Driver(conn, floor_path, remote, slice_count=slice_count)
+            driver = Driver(conn, floor_path, remote, slice_count=slice_count,
+                            progress=lambda queue, n: ticks[queue](n))
         except EchoMQError as exc:  # the floor cannot open: every queue failed
             reports.extend(FoldReport(q, error=repr(exc)) for q in names)
             return
         try:
             for queue in names:
+                ticks[queue] = task(queue, _backlog(conn, queue))
                 try:
                     reports.append(driver.fold(queue))
                 except LeaseHeld:
@@ -194,7 +208,8 @@ def fold_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None, floor
         finally:
             driver.close()
 
-    _guard(run)
+    with bars(False if as_json else None, "fold") as task:
+        _guard(partial(run, task))
     _emit(as_json, [r.to_dict() for r in reports], "fold")
     for report in reports:
         if report.skipped:
@@ -209,13 +224,22 @@ def fold_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None, floor
         sys.exit(1)
 
 
+def _backlog(conn: Connection, queue: str) -> int | None:
+    """The stream's length: an upper bound of what a fold has to take (entries folded but
+    not trimmed yet count too); None when it cannot be read (the fold will say why)."""
+    try:
+        return int(conn.redis.xlen(conn.keys(queue).completions))
+    except (redis.RedisError, EchoMQError):
+        return None
+
+
 @archive.command("status")
 @click.argument("queues", nargs=-1)
 @_floor_option
 @_json_option
 def status_cmd(queues: tuple[str, ...], floor_path: str, as_json: bool) -> None:
     """What the floor holds per queue: checkpoint, counts, slices not yet uploaded."""
-    with Floor(floor_path) as floor:
+    with _read_floor(floor_path) as floor:
         names = queues or tuple(floor.queues())
         rows = [floor.status(q).to_dict() for q in names]
         gaps = [g for q in names for g in floor.gaps(q)]
@@ -235,7 +259,7 @@ def status_cmd(queues: tuple[str, ...], floor_path: str, as_json: bool) -> None:
 def audit_cmd(queue: str, outcome: str | None, since: str | None, until: str | None,
               limit: int | None, quarantine: bool, floor_path: str, as_json: bool) -> None:
     """Every archived outcome of QUEUE in a time range, oldest first."""
-    with Floor(floor_path) as floor:
+    with _read_floor(floor_path) as floor:
         found = floor.audit(queue, outcome, _time(since), _time(until), limit)
         kept = floor.quarantined(queue) if quarantine else []
     _warn_gaps(found.gaps)
@@ -255,7 +279,7 @@ def audit_cmd(queue: str, outcome: str | None, since: str | None, until: str | N
 @_json_option
 def show_cmd(queue: str, job: str, floor_path: str, as_json: bool) -> None:
     """What happened to JOB of QUEUE: every archived outcome, oldest first."""
-    with Floor(floor_path) as floor:
+    with _read_floor(floor_path) as floor:
         rows = [e.to_dict() for e in floor.history(queue, job)]
     _emit(as_json, rows, f"{queue} job {job}")
     if not rows:

@@ -14,6 +14,7 @@ from rich.table import Table
 from echomq.archive.entries import to_ms
 from echomq.archive.floor import Floor
 from echomq.cli.app import as_click_error, emit
+from echomq.progress import bars
 
 DEFAULT_FLOOR = "./.echomq/floor"
 
@@ -47,9 +48,12 @@ def query_cmd(sql: str, floor_path: str, as_json: bool) -> None:
     outcome's result), name and payload (when recorded), stream_id.
 
     Refuses a missing floor, SQL that DuckDB rejects (QueryFailed), and runs only with
-    the extra installed: pip install 'echomq[sql]'."""
-    with as_click_error(), _floor(floor_path) as floor:
-        answer = floor.query(sql)
+    the extra installed: pip install 'echomq[sql]'. Shows a progress bar of the entries
+    read on a terminal (on stderr; none with --json)."""
+    with as_click_error(), _floor(floor_path) as floor, \
+            bars(False if as_json else None, "query") as task:
+        tick = task("", sum(floor.status(q).entries for q in floor.queues()))
+        answer = floor.query(sql, progress=tick)
     if as_json:
         for row in answer.to_dicts():
             click.echo(json.dumps(row, default=_jsonable, ensure_ascii=False,
@@ -85,7 +89,11 @@ def export_cmd(queue: str, path: str, fmt: str, since: str | None, until: str | 
     JSON lines, for a warehouse.
 
     Refuses a missing floor or a queue it does not hold; Parquet needs the extra
-    echomq[sql]."""
-    with as_click_error(), _floor(floor_path) as floor:
-        count = floor.export(queue, path, fmt, _time(since), _time(until))
+    echomq[sql]. Shows a progress bar of the entries read on a terminal (on stderr; none
+    with --json)."""
+    with as_click_error(), _floor(floor_path) as floor, \
+            bars(False if as_json else None, "export") as task:
+        total = floor.status(queue).entries if queue in floor.queues() else None
+        count = floor.export(queue, path, fmt, _time(since), _time(until),
+                             progress=task(queue, total))
     emit({"queue": queue, "path": path, "format": fmt, "rows": count}, as_json)

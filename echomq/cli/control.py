@@ -141,7 +141,7 @@ def jobs(ctx: click.Context, queue: str, state: str, start: int, count: int,
     Pending lists ungrouped jobs first, then each group's lane. Refuses a bad name, a
     negative start and a count outside 1..1000."""
     with as_click_error():
-        page = echomq.list_jobs(connect(ctx), queue, state, start=start, count=count,
+        page = echomq.list_jobs(connect(ctx, start=False), queue, state, start=start, count=count,
                                 newest_first=not oldest_first)
     if as_json:
         emit([job_dict(job) for job in page], True)
@@ -165,7 +165,7 @@ def show(ctx: click.Context, queue: str, job_id: str, as_json: bool) -> None:
     """Everything the row of JOB_ID holds: state, attempts, retried, last error, result,
     progress, times. Refuses an unknown job and a bad name."""
     with as_click_error():
-        job = echomq.get_job(connect(ctx), queue, job_id)
+        job = echomq.get_job(connect(ctx, start=False), queue, job_id)
     if job is None:
         raise click.ClickException(f"no job {job_id!r} in {queue!r}")
     row = job_dict(job)

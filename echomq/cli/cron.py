@@ -90,7 +90,7 @@ def unschedule(ctx: click.Context, queue: str, name: str, as_json: bool) -> None
 def schedules(ctx: click.Context, queue: str, as_json: bool) -> None:
     """List the cron schedules of the queue: name, cron, next fire, last fire (UTC).
     Refuses a queue name that is not a usable key part."""
-    conn = connect(ctx)
+    conn = connect(ctx, start=False)
     with as_click_error():
         found = echomq.schedules(conn, queue)
     if as_json:

@@ -70,7 +70,7 @@ def metrics(ctx: click.Context, host: str, port: int, floor_path: str | None, on
 
     if floor_path is not None and not Path(floor_path, "data.mdb").exists():
         raise click.ClickException(f"no floor at {floor_path} (no data.mdb there)")
-    conn = connect(ctx)
+    conn = connect(ctx, start=False)
     with as_click_error():
         floor = Floor(floor_path) if floor_path is not None else None
     try:

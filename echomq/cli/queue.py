@@ -90,7 +90,7 @@ def reap(ctx: click.Context, queue: str, as_json: bool) -> None:
 @click.pass_context
 def dead(ctx: click.Context, queue: str, limit: int, as_json: bool) -> None:
     """List dead-lettered jobs with their last error."""
-    conn = connect(ctx)
+    conn = connect(ctx, start=False)
     rows = []
     for job_id in echomq.dead_jobs(conn, queue, limit):
         job = echomq.get_job(conn, queue, job_id)
@@ -138,11 +138,14 @@ def purge(ctx: click.Context, queue: str, state: str, keep: int, older_than: int
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def status(ctx: click.Context, queue: str | None, as_json: bool) -> None:
-    """Jobs per state and the queue's counters; without --queue, of every queue (one
-    line each, or {"queues": {name: ...}} with --json), each read in its own slot.
+    """Jobs per state now (pending, scheduled, active, completed, dead: the rows a purge
+    forgets go), whether it is paused, and the lifetime totals of settled attempts
+    (completed_total, cancelled_total, retried_total, dead_total: never lowered by a
+    purge); without --queue, of every queue (one line each, or {"queues": {name: ...}}
+    with --json), each read in its own slot.
 
     Refuses a bad queue name."""
-    conn = connect(ctx)
+    conn = connect(ctx, start=False)
     with as_click_error():
         if queue is not None:
             emit(_status_of(conn, queue), as_json)
@@ -156,4 +159,7 @@ def status(ctx: click.Context, queue: str | None, as_json: bool) -> None:
 
 
 def _status_of(conn: echomq.Connection, queue: str) -> dict[str, int | bool]:
-    return {**echomq.counts(conn, queue).as_dict(), **echomq.metrics(conn, queue)}
+    """The rows in each state now, then the lifetime totals, named apart (``completed``
+    is rows, ``completed_total`` attempts ever completed)."""
+    totals = {f"{outcome}_total": n for outcome, n in echomq.metrics(conn, queue).items()}
+    return {**echomq.counts(conn, queue).as_dict(), **totals}

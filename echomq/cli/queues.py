@@ -17,7 +17,7 @@ def queues(ctx: click.Context, as_json: bool) -> None:
     added to (a full SCAN of the keyspace, on a Cluster of every primary).
 
     Refuses nothing but a server it cannot reach."""
-    conn = connect(ctx)
+    conn = connect(ctx, start=False)
     with as_click_error():
         names = echomq.queues(conn)
     if as_json:

@@ -46,7 +46,7 @@ def retention(ctx: click.Context, queue: str, completed_age: int | None,
     changes = {k: v for k, v in given.items() if v is not None}
     if clear and changes:
         raise click.UsageError("--clear removes the whole policy; give no limits with it")
-    conn = connect(ctx)
+    conn = connect(ctx, start=bool(changes or clear or apply_now))  # showing only reads
     with as_click_error():
         policy = echomq.retention(conn, queue)
         if clear:

@@ -3,11 +3,14 @@ development S3 endpoint in the foreground (``emq server s3``)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
+import redis
 
 from echomq.cli.app import as_click_error, emit, options
+from echomq.errors import ConnectionFailed
 from echomq.queue.connection import redact_url
 from echomq.servers.shared import ServerInfo, SharedValkey
 
@@ -62,20 +65,56 @@ def server_status(ctx: click.Context, as_json: bool) -> None:
 
 
 @server.command("stop")
+@click.option("--yes", is_flag=True,
+              help="Stop it although clients (workers, dashboards...) are connected.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def server_stop(ctx: click.Context, as_json: bool) -> None:
-    """Stop the folder's server; its AOF keeps every job for the next start."""
+def server_stop(ctx: click.Context, yes: bool, as_json: bool) -> None:
+    """Stop the folder's server; its AOF keeps every job for the next start.
+
+    With clients connected (workers, schedulers, dashboards: they lose their server),
+    it says how many and asks first; without a terminal to ask on it refuses unless
+    --yes. An idle server stops without a question."""
     shared = _shared(ctx)
+    try:
+        found = shared.find()
+        clients = _clients(found) if found is not None else 0
+    except ConnectionFailed:  # it does not answer: none can be using it; stop() still can
+        clients = 0
+    if clients and not yes:
+        question = (f"{clients} client(s) are connected to the server of "
+                    f"{shared.data_dir} (workers, schedulers, dashboards...)")
+        if not _on_a_terminal():
+            raise click.UsageError(f"{question}; pass --yes to stop it anyway")
+        click.confirm(f"{question}: stop it?", abort=True)
     with as_click_error():
         info = shared.stop()
     if as_json:
         emit({"stopped": info is not None, "data_dir": str(shared.data_dir),
-              "pid": info.pid if info else None}, True)
+              "pid": info.pid if info else None, "clients": clients}, True)
     elif info is None:
         click.echo(f"no server running for {shared.data_dir}")
     else:
-        click.echo(f"stopped the server of {info.data_dir} (pid {info.pid})")
+        click.echo(f"stopped the server of {info.data_dir} (pid {info.pid}; "
+                   f"{clients} client(s) were connected)")
+
+
+def _on_a_terminal() -> bool:
+    """Whether a question can be answered (stdin is a terminal)."""
+    return sys.stdin.isatty()
+
+
+def _clients(info: ServerInfo) -> int:
+    """Connections to the server other than the one asking (CLIENT LIST minus itself)."""
+    client = redis.Redis.from_url(info.url, socket_timeout=5)
+    try:
+        own = client.client_id()
+        return sum(1 for c in client.client_list() if int(c["id"]) != own)
+    except redis.RedisError as exc:
+        raise ConnectionFailed(f"cannot count the clients of the server of "
+                               f"{info.data_dir}: {exc}") from exc
+    finally:
+        client.close()
 
 
 @server.command("s3")

@@ -39,7 +39,7 @@ def wait(ctx: click.Context, queue: str, job_id: str, timeout_s: float | None,
     (status 1) an unknown job id, a job removed while waited on, and a timeout that is
     not a positive number of seconds.
     """
-    conn = connect(ctx)
+    conn = connect(ctx, start=False)
     with as_click_error():
         try:
             job = echomq.wait(conn, queue, job_id, timeout_s)
@@ -76,7 +76,7 @@ def events(ctx: click.Context, queue: str, count: int | None, timeout_s: float |
     --timeout seconds or Ctrl-C: added, paused, resumed, cancel, progress, completed,
     cancelled, failed (a retry is scheduled) and dead. At most once: an event published
     while nobody listens is gone. Refuses a count or timeout that is not positive."""
-    conn = connect(ctx)
+    conn = connect(ctx, start=False)
     with as_click_error(), echomq.events(conn, queue, count=count,
                                          timeout_s=timeout_s) as stream:
         for event in stream:

@@ -5,7 +5,7 @@ the dashboard serves it at ``/metrics``, ``emq metrics`` on its own port. See
 :mod:`echomq.prometheus.collector` for what is read and why the counters live in Redis.
 
 It is ``echomq.prometheus``, not ``echomq.metrics``: that name is the verb that reads one
-queue's completed and failed counts.
+queue's lifetime totals per outcome (completed, cancelled, retried, dead).
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from echomq.archive.floor import Floor
 from echomq.errors import InvalidKey
 from echomq.prometheus.queues import finder_for
 from echomq.prometheus.reads import STATES, QueueSample, sample, server_ms
+from echomq.queue.admin import OUTCOMES  # one name per meaning, as echomq.metrics
 from echomq.queue.connection import Connection
 from echomq.queue.keys import check_name
 
@@ -37,7 +38,6 @@ BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 6000
               900000, 3600000)
 """The histograms' upper bounds in ms: ``EMQ_BUCKETS_MS`` in ``_lib.lua`` (a test holds
 them equal)."""
-OUTCOMES = ("completed", "failed", "dead", "cancelled")
 STALL_RESULTS = ("recovered", "dead_lettered")
 
 FloorArg = Floor | str | os.PathLike[str] | None
@@ -86,7 +86,8 @@ def _valid(queue: str) -> bool:
 def _families(samples: list[QueueSample], now: int, floor: Floor | None) -> Iterator[Metric]:
     jobs = GaugeMetricFamily("echomq_jobs", "Jobs in each state.", labels=["queue", "state"])
     finished = CounterMetricFamily(
-        "echomq_jobs_finished", "Settled attempts by outcome (failed: retried later).",
+        "echomq_jobs_finished", "Settled attempts by outcome: completed, cancelled, "
+        "retried (failed, another try scheduled), dead (dead-lettered).",
         labels=["queue", "outcome"])
     stalls = CounterMetricFamily(
         "echomq_stalls", "Lapsed leases the stalled sweep recovered or dead-lettered.",

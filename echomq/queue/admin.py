@@ -47,13 +47,19 @@ def set_group_limit(conn: Connection, queue: str, group: str, limit: int) -> Non
     )
 
 
+OUTCOMES = ("completed", "cancelled", "retried", "dead")
+"""How a settled attempt ended, one name per meaning: ``completed`` (the handler returned),
+``cancelled`` (it honoured a cancel), ``retried`` (it failed, that is raised, and another try
+is scheduled), ``dead`` (dead-lettered: it failed on its last try or for good, or stalled
+at the threshold). A *failed* attempt is one whose handler raised: ``retried`` or ``dead``."""
+
+
 def metrics(conn: Connection, queue: str) -> dict[str, int]:
-    keys = conn.keys(queue)
-    pipe = conn.redis.pipeline(transaction=False)
-    for name in ("completed", "failed"):
-        pipe.hget(keys.metric(name), "count")
-    completed, failed = pipe.execute()
-    return {"completed": int(completed or 0), "failed": int(failed or 0)}
+    """Lifetime totals of settled attempts per outcome (:data:`OUTCOMES`): counters kept
+    by the settle scripts, never lowered by a purge, retention or the archive (the rows in
+    each state now are :func:`counts`)."""
+    raw = cast(dict[str, str], conn.redis.hgetall(conn.keys(queue).metric("finished")))
+    return {outcome: int(raw.get(outcome, 0)) for outcome in OUTCOMES}
 
 
 def dead_jobs(conn: Connection, queue: str, limit: int = 100) -> list[str]:

@@ -162,8 +162,19 @@ class Consumer:
 
     @property
     def failed(self) -> int:
-        """Handler failures this Consumer settled (retried or dead-lettered)."""
+        """Failed attempts (the handler raised) this Consumer settled: :attr:`retried`
+        plus :attr:`dead`."""
         return self._settler.failed
+
+    @property
+    def retried(self) -> int:
+        """Failed attempts this Consumer settled with another try scheduled."""
+        return self._settler.retried
+
+    @property
+    def dead(self) -> int:
+        """Jobs this Consumer dead-lettered (failed on their last try, or for good)."""
+        return self._settler.dead
 
     @property
     def durable_shortfalls(self) -> int:
@@ -293,8 +304,10 @@ class Consumer:
         if self._pubsub_thread is not None:
             self._pubsub_thread.stop()  # the worker thread closes the pub/sub on its way out
             self._pubsub_thread.join(timeout=2)
-        log.info("consumer on %r stopped: %d processed, %d failed",
-                 self.queue, self.processed, self.failed)
+        s = self._settler
+        log.info("consumer on %r stopped: %d completed, %d cancelled, %d failed "
+                 "(%d retried, %d dead)", self.queue, s.completed - s.cancelled, s.cancelled,
+                 s.failed, s.retried, s.dead)
 
     # -- threads ----------------------------------------------------------------
 

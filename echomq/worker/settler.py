@@ -66,7 +66,12 @@ class Settler:
         self.on_crash = on_crash
         self.inbox: stdlib_queue.SimpleQueue[Any] = stdlib_queue.SimpleQueue()
         self.completed = 0
+        """Jobs settled as completed or cancelled (``cancelled`` counts the latter)."""
+        self.cancelled = 0
         self.failed = 0
+        """Failed attempts (the handler raised) settled: ``retried`` plus ``dead``."""
+        self.retried = 0
+        self.dead = 0
         self.durable_replicas = durable_replicas
         self.durable_timeout_ms = durable_timeout_ms
         self.on_settled = on_settled
@@ -213,6 +218,10 @@ class Settler:
             else:
                 log.info("job %s failed (%s): %s", o.job.id, verdict, o.text.splitlines()[0])
                 self.failed += 1
+                if verdict == "dead":
+                    self.dead += 1
+                else:
+                    self.retried += 1
                 if self.on_settled is not None:
                     self.on_settled(o.job, o.kind)
             self.held.let_go(o.job)
@@ -226,6 +235,8 @@ class Settler:
         for o, error in zip(completes, errors, strict=True):
             if error is None:
                 self.completed += 1
+                if o.kind == "cancelled":
+                    self.cancelled += 1
                 if self.on_settled is not None:
                     self.on_settled(o.job, o.kind)
             else:

@@ -172,7 +172,7 @@ def test_at_the_default_threshold_the_first_stall_dead_letters(
     assert (row.state, row.stalled, row.last_error) == ("dead", 1, "stalled")
     assert echomq.dead_jobs(conn, queue) == [held.id]
     assert lease_of(conn, queue, held.id) is None
-    assert echomq.metrics(conn, queue)["failed"] == 1
+    assert echomq.metrics(conn, queue)["dead"] == 1
     assert echomq.counts(conn, queue).as_dict() == {
         "pending": 1, "scheduled": 0, "active": 0, "completed": 0, "dead": 1, "paused": False,
     }
@@ -198,7 +198,7 @@ def test_below_the_threshold_a_stall_recovers_and_the_count_decides(
     ]
     row = job(conn, queue, job_id)
     assert (row.state, row.stalled, row.attempts, row.last_error) == ("dead", 3, 3, "stalled")
-    assert echomq.metrics(conn, queue)["failed"] == 1
+    assert echomq.metrics(conn, queue)["dead"] == 1
     assert echomq.dead_jobs(conn, queue) == [job_id] and lease_of(conn, queue, job_id) is None
     assert echomq.counts(conn, queue).as_dict() == {  # in the dead set and nowhere else
         "pending": 1, "scheduled": 0, "active": 0, "completed": 0, "dead": 1, "paused": False,
@@ -381,7 +381,7 @@ def test_a_ghost_becomes_a_dead_skeleton_under_scripts(
     assert row["stalled"] == "1" and row["state"] == "dead" and row["last_error"] == "stalled"
     assert "payload" not in row and "attempts" not in row  # a skeleton HINCRBY created
     assert echomq.dead_jobs(scripts, queue) == [ghost]
-    assert echomq.metrics(scripts, queue)["failed"] == 1
+    assert echomq.metrics(scripts, queue)["dead"] == 1
 
 
 def test_a_grouped_lapsed_row_refuses_the_whole_functions_sweep(

@@ -58,8 +58,8 @@ def test_every_metric_moves_through_a_queue_s_life(conn: Connection, queue: str,
               and echomq.counts(conn, queue).completed == 3)
     s = scrape(conn)
     finished = {o: value(s, "echomq_jobs_finished_total", queue=queue, outcome=o)
-                for o in ("completed", "cancelled", "failed", "dead")}
-    assert finished == {"completed": 2, "cancelled": 1, "failed": 1, "dead": 1}
+                for o in ("completed", "cancelled", "retried", "dead")}
+    assert finished == {"completed": 2, "cancelled": 1, "retried": 1, "dead": 1}
     assert value(s, "echomq_jobs", queue=queue, state="completed") == 3
     assert value(s, "echomq_jobs", queue=queue, state="dead") == 1
     assert value(s, "echomq_jobs", queue=queue, state="pending") == 0
@@ -174,7 +174,8 @@ def test_the_old_verb_of_the_same_name_still_answers(conn: Connection, queue: st
     echomq.add(conn, queue, {"do": "ok"})
     (held,) = echomq.claim(conn, queue)
     echomq.complete(conn, queue, held.id, held.token, "done")
-    assert echomq.metrics(conn, queue) == {"completed": 1, "failed": 0}
+    assert echomq.metrics(conn, queue) == {"completed": 1, "cancelled": 0, "retried": 0,
+                                          "dead": 0}
     assert echomq.prometheus.render is render
 
 

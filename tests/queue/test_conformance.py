@@ -473,7 +473,7 @@ def test_both_executors_leave_the_same_keyspace(records: tuple[Record, Record]) 
     for (label, _, want), (_, _, got) in zip(scripts.steps, functions.steps, strict=True):
         assert got == want, label
     before_purge = next(snap for label, _, snap in scripts.steps if label == "set_group_limit")
-    assert {"active", "dead", "completed", "job:fixed", "metrics:failed", "groups"} <= set(
+    assert {"active", "dead", "completed", "job:fixed", "metrics:finished", "groups"} <= set(
         before_purge)
     final = next(snap for label, _, snap in scripts.steps if label == "metrics")
     assert "dead" not in final and "glimits" in final

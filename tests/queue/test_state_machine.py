@@ -102,7 +102,7 @@ def test_fail_with_no_tries_left_is_dead(conn: echomq.Connection, queue: str) ->
     assert row.state == "dead" and "RuntimeError: no luck" in (row.last_error or "")
     assert where(conn, queue, job_id) == {"dead"}
     assert echomq.dead_jobs(conn, queue) == [job_id]
-    assert echomq.metrics(conn, queue)["failed"] == 1
+    assert echomq.metrics(conn, queue)["dead"] == 1
 
 
 def test_a_lapsed_lease_reaped_is_pending_without_a_count(
@@ -249,7 +249,8 @@ def test_retries_back_off_exponentially_then_dead_letter(
     row = job(conn, queue, job_id)
     assert (row.state, row.attempts, row.last_error) == ("dead", 4, "boom 4")
     assert where(conn, queue, job_id) == {"dead"}
-    assert echomq.metrics(conn, queue) == {"completed": 0, "failed": 1}
+    assert echomq.metrics(conn, queue) == {"completed": 0, "cancelled": 0, "retried": 3,
+                                          "dead": 1}
 
 
 def test_a_released_job_is_not_counted_as_a_try(conn: echomq.Connection, queue: str) -> None:

@@ -115,7 +115,8 @@ def test_the_job_survives_server_stop_and_the_next_command(data_dir: Path, queue
     [first] = servers_for(data_dir)
     assert "stopped" in emq(data_dir, "server", "stop").stdout
     assert servers_for(data_dir) == [] and not pid_alive(first)
-    assert pending(data_dir, queue) == 2  # the next command restarted it from the AOF
+    emq(data_dir, "enqueue", "--queue", queue, '{"n": 3}')  # a write restarts it
+    assert pending(data_dir, queue) == 3  # from the AOF
     [second] = servers_for(data_dir)
     assert second != first
 
@@ -213,7 +214,7 @@ def test_a_state_file_copied_from_another_folder_is_not_taken(
 def test_a_data_dir_that_cannot_be_a_folder_is_a_clear_error(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    done = emq(blocker / "data", "status", "--queue", "q", check=False)
+    done = emq(blocker / "data", "enqueue", "--queue", "q", "{}", check=False)
     assert done.returncode == 1
     assert "cannot use the data folder" in done.stderr and "Traceback" not in done.stderr
 

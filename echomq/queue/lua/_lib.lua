@@ -125,8 +125,9 @@ local function emq_fold_mark(meta_key)
   return meta[1] == '1', meta[2]
 end
 
--- The metrics a scrape reads (echomq.metrics): per-outcome counters in
--- `metrics:finished` and run/wait histograms in `metrics:run` and `metrics:wait`, one
+-- The metrics a scrape reads (echomq.prometheus) and echomq.metrics: per-outcome lifetime
+-- counters of settled attempts in `metrics:finished` ('completed', 'cancelled', 'retried',
+-- 'dead': one name per meaning, see the README's "counting outcomes") and run/wait histograms in `metrics:run` and `metrics:wait`, one
 -- field per bucket (its upper bound in ms, 'inf' past the last; NOT cumulative) plus
 -- 'sum' (ms) and 'count'. The bounds are echomq.metrics.collector.BUCKETS_MS.
 local EMQ_BUCKETS_MS = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000,

@@ -11,7 +11,7 @@
   When someone listens (the `listeners` mark: one EXISTS per call), each settled job is
   told on the job-events channel as 'completed' or 'cancelled'.
   A cancelled job is a completion whose result is 'cancelled:<reason>'.
-  Metrics: metrics:completed counts both; metrics:finished counts each outcome, and
+  Metrics: metrics:finished counts each outcome ('completed', 'cancelled'), and
   metrics:run / metrics:wait get the attempt's run and wait times (see _lib.lua). ]]
 local p = ARGV[1]
 local now = emq_now()
@@ -69,7 +69,6 @@ if #finished > 0 then
   for i = 2, #finished, 2 do settled[#settled + 1] = finished[i] end
   redis.call('ZREM', KEYS[1], unpack(settled))
   redis.call('ZADD', KEYS[2], unpack(finished))
-  redis.call('HINCRBY', p .. 'metrics:completed', 'count', #settled)
   for outcome, n in pairs(tally) do redis.call('HINCRBY', p .. 'metrics:finished', outcome, n) end
   emq_observe_flush(p, run, wait)
   if emq_listened(p) then

@@ -13,8 +13,9 @@
   outcome stream when it is declared (with the job's name and payload when the
   declaration asks: meta's record_payload). When someone listens (the `listeners`
   mark), the job is told on the job-events channel: 'failed' (a retry is scheduled)
-  or 'dead', with the error as the reason. Metrics: metrics:finished counts 'failed' (a retry)
-  or 'dead'; metrics:run / metrics:wait get the attempt's times (see _lib.lua). ]]
+  or 'dead', with the error as the reason. Metrics: metrics:finished counts 'retried' (a
+  retry is scheduled) or 'dead'; metrics:run / metrics:wait get the attempt's times (see
+  _lib.lua). ]]
 local p = ARGV[1]
 local id = ARGV[2]
 local jk = p .. 'job:' .. id
@@ -36,13 +37,12 @@ if ARGV[8] ~= '1' and tries < tonumber(row[2]) then
   if delay > cap then delay = cap end
   redis.call('HSET', jk, 'state', 'scheduled', 'last_error', ARGV[4])
   redis.call('ZADD', KEYS[2], now + math.floor(delay), id)
-  redis.call('HINCRBY', p .. 'metrics:finished', 'failed', 1)
+  redis.call('HINCRBY', p .. 'metrics:finished', 'retried', 1)
   if emq_listened(p) then emq_tell(p, 'failed', id, ARGV[4]) end
   return 1
 end
 redis.call('HSET', jk, 'state', 'dead', 'last_error', ARGV[4], 'finished_at', now)
 redis.call('ZADD', KEYS[3], now, id)
-redis.call('HINCRBY', p .. 'metrics:failed', 'count', 1)
 redis.call('HINCRBY', p .. 'metrics:finished', 'dead', 1)
 local recording, with_payload = emq_recording(p, ARGV[7])
 if recording then

@@ -6,7 +6,7 @@
   leave active, HINCRBY stalled; below max_stalled recover (pending at the front,
   or its lane when grouped, giving back the lane's slot); at or above it dead-letter
   (state dead, last_error stalled, the dead set scored by the time it died (server
-  clock, as fail-3.lua scores it), failed metric, the declared stream).
+  clock, as fail-3.lua scores it), the declared stream).
   Metrics: metrics:stalls counts 'recovered' and 'dead_lettered', metrics:finished 'dead'.
   The script, like the seed, creates a skeleton row for a ghost (no row) on HINCRBY.
   Native (functions) differs, every read and check before the first write:
@@ -51,7 +51,6 @@ local listened = nil
 local function dead_letter(jk, id, attempts, created)
   redis.call('HSET', jk, 'state', 'dead', 'last_error', 'stalled', 'finished_at', now)
   redis.call('ZADD', KEYS[3], now, id)  -- scored by the time it died, as fail does
-  redis.call('HINCRBY', p .. 'metrics:failed', 'count', 1)
   redis.call('HINCRBY', p .. 'metrics:finished', 'dead', 1)
   redis.call('HINCRBY', p .. 'metrics:stalls', 'dead_lettered', 1)
   local recording, with_payload = emq_recording(p, '0')
