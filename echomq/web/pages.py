@@ -11,6 +11,7 @@ import echomq
 from echomq.errors import EchoMQError, InvalidArgument
 from echomq.models import Job
 from echomq.web import reads
+from echomq.web.urls import named
 
 if TYPE_CHECKING:
     from echomq.web.app import Dashboard
@@ -60,22 +61,14 @@ def _queue_context(board: Dashboard, queue: str, state: str, page: int) -> dict[
 
 
 async def queue(board: Dashboard, request: Request) -> Response:
-    try:
-        state, page = _paging(request)
-    except InvalidArgument as exc:
-        return PlainTextResponse(str(exc), status_code=400)
-    context = await board.call(_queue_context, board, request.path_params["queue"], state,
-                               page)
+    state, page = _paging(request)
+    context = await board.call(_queue_context, board, named(request, "queue"), state, page)
     return board.render(request, "queue.html", **context)
 
 
 async def queue_jobs(board: Dashboard, request: Request) -> Response:
-    try:
-        state, page = _paging(request)
-    except InvalidArgument as exc:
-        return PlainTextResponse(str(exc), status_code=400)
-    context = await board.call(_queue_context, board, request.path_params["queue"], state,
-                               page)
+    state, page = _paging(request)
+    context = await board.call(_queue_context, board, named(request, "queue"), state, page)
     return board.render(request, "_jobs.html", **context)
 
 
@@ -91,7 +84,8 @@ def _job_context(board: Dashboard, queue: str, job_id: str) -> dict[str, Any]:
 
 
 async def job(board: Dashboard, request: Request) -> Response:
-    queue, job_id = request.path_params["queue"], request.path_params["job_id"]
+    queue, job_id = named(request, "queue"), named(request, "job")
+    board.conn.keys(queue).job(job_id)
     context = await board.call(_job_context, board, queue, job_id)
     status = 404 if context["job"] is None and not context["history"] else 200
     return board.render(request, "job.html", status=status, **context)
