@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from echomq.cli.app import connect, emit
+from echomq.errors import EchoMQError
 
 
 @click.command()
@@ -16,11 +17,16 @@ from echomq.cli.app import connect, emit
 @click.option("--token", envvar="EMQ_DASHBOARD_TOKEN", default=None,
               help="Require this token on every request (login form or bearer header).")
 @click.option("--read-only", is_flag=True, help="Hide and refuse every action.")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help="Also answer requests whose Host is NAME (repeatable; '*': any). "
+                   "Without it only the bound address (and, on loopback, localhost) "
+                   "is answered: no DNS rebinding.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print where it listens as one JSON line before serving.")
 @click.pass_context
 def dashboard(ctx: click.Context, host: str, port: int, floor_path: str | None,
-              token: str | None, read_only: bool, as_json: bool) -> None:
+              token: str | None, read_only: bool, allowed_hosts: tuple[str, ...],
+              as_json: bool) -> None:
     """Serve the dashboard: every queue, its jobs, dead letters and the archive.
 
     Refuses to start without the web extra (pip install 'echomq[web]'), with an empty
@@ -30,6 +36,7 @@ def dashboard(ctx: click.Context, host: str, port: int, floor_path: str | None,
         import uvicorn
 
         from echomq.web import create_app
+        from echomq.web.hosts import allowed_names
     except ImportError as exc:
         raise click.ClickException(
             f"the dashboard needs the web extra: pip install 'echomq[web]' ({exc})") from exc
@@ -38,7 +45,12 @@ def dashboard(ctx: click.Context, host: str, port: int, floor_path: str | None,
     if host not in ("127.0.0.1", "localhost", "::1") and token is None and not read_only:
         raise click.BadParameter(f"{host} is reachable from other machines: give --token "
                                  "or --read-only", param_hint="--host")
-    app = create_app(connect(ctx), floor=floor_path, token=token, read_only=read_only)
+    try:
+        allowed_names(allowed_hosts)
+    except EchoMQError as exc:
+        raise click.BadParameter(str(exc), param_hint="--allowed-host") from exc
+    app = create_app(connect(ctx), floor=floor_path, token=token, read_only=read_only,
+                     allowed_hosts=allowed_hosts)
     emit({"url": f"http://{host}:{port}/", "read_only": read_only,
           "token": token is not None, "floor": floor_path}, as_json)
     uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -9,7 +9,7 @@ run them in Starlette's thread pool.
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ from echomq.errors import EchoMQError, InvalidArgument, InvalidKey
 from echomq.queue.connection import Connection
 from echomq.web import actions, pages
 from echomq.web.discovery import QueueDirectory
+from echomq.web.hosts import HostCheck, allowed_names
 from echomq.web.security import Gate
 from echomq.web.urls import job_path, queue_path, with_query
 
@@ -118,13 +119,17 @@ def _open_floor(floor: Floor | str | os.PathLike[str] | None) -> Floor | None:
 
 
 def create_app(conn: Connection, *, floor: Floor | str | os.PathLike[str] | None = None,
-               token: str | None = None, read_only: bool = False) -> Starlette:
+               token: str | None = None, read_only: bool = False,
+               allowed_hosts: Iterable[str] | None = None) -> Starlette:
     """The dashboard for ``conn``'s prefix, as a Starlette app (mount it anywhere).
 
     ``floor`` (a Floor or its directory) shows the archive and finds jobs Redis forgot;
     ``token`` makes every request need it (login form or bearer header); ``read_only``
-    hides and refuses every action.
+    hides and refuses every action. A request's ``Host`` must name the address it came in
+    on (or a loopback name, on loopback) or one of ``allowed_hosts`` (``"*"``: any), else
+    400: no DNS rebinding (:mod:`echomq.web.hosts`).
     """
+    hosts = allowed_names(allowed_hosts)
     if token is not None and not token.strip():
         raise EchoMQError("the dashboard token must not be empty")
     board = Dashboard(conn, _open_floor(floor), token, read_only)
@@ -167,5 +172,6 @@ def create_app(conn: Connection, *, floor: Floor | str | os.PathLike[str] | None
         Route("/metrics", bind(pages.metrics), name="metrics"),
         Mount("/static", StaticFiles(packages=[("echomq.web", "static")]), name="static"),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(Gate, token=token)])
+    return Starlette(routes=routes, middleware=[Middleware(HostCheck, allowed=hosts),
+                                                Middleware(Gate, token=token)])
 
