@@ -37,7 +37,7 @@ def test_pause_and_resume_from_the_queue_page(conn: Connection, queue: str) -> N
                      data={"csrf": csrf_of(page), "next": f"/queues/{queue}"}).text
     assert echomq.is_paused(conn, queue)
     assert 'id="paused"' in after and f"paused {queue}" in after
-    assert "paused" in web.get("/fragments/overview").text
+    assert "paused" in web.get("/fragments/overview", params={"q": queue}).text
     web.post(f"/queues/{queue}/resume", data={"csrf": csrf_of(after)})
     assert not echomq.is_paused(conn, queue)
 
