@@ -149,7 +149,12 @@ def _archive_context(board: Dashboard, query: dict[str, str]) -> dict[str, Any]:
 
     assert board.floor is not None
     conn = board.conn
-    rows = archive_view.archive_rows(conn, board.floor, reads.server_ms(conn))
+    names = archive_view.archive_names(conn, board.floor)
+    pages = max(1, -(-len(names) // OVERVIEW_PER_PAGE))
+    page = min(_number(query.get("page"), 0, MAX_PAGE), pages - 1)
+    rows = archive_view.archive_rows(
+        conn, board.floor, reads.server_ms(conn),
+        names[page * OVERVIEW_PER_PAGE:(page + 1) * OVERVIEW_PER_PAGE])
     found: list[dict[str, Any]] | None = None
     error = None
     if query.get("queue"):
@@ -165,14 +170,15 @@ def _archive_context(board: Dashboard, query: dict[str, str]) -> dict[str, Any]:
         except EchoMQError as exc:
             error = str(exc)
     return {"rows": rows, "found": found, "error": error, "query": query,
-            "limit": AUDIT_LIMIT}
+            "limit": AUDIT_LIMIT, "page": page, "pages": pages, "total": len(names),
+            "first": page * OVERVIEW_PER_PAGE}
 
 
 async def archive(board: Dashboard, request: Request) -> Response:
     if board.floor is None:
         return board.render(request, "archive.html", status=404, rows=[], found=None,
                             error="no floor: start the dashboard with --floor PATH",
-                            query={}, limit=AUDIT_LIMIT)
+                            query={}, limit=AUDIT_LIMIT, page=0, pages=1, total=0, first=0)
     context = await board.call(_archive_context, board, dict(request.query_params))
     return board.render(request, "archive.html", status=400 if context["error"] else 200,
                         **context)

@@ -115,3 +115,19 @@ def test_an_audit_time_out_of_range_is_a_clear_400(
         assert len(error.group(1)) < 200
         fine = web.get("/archive", params={"queue": queue, field: "1700000000000"})
         assert fine.status_code == 200 and 'id="audit"' in fine.text
+
+
+def test_the_archive_page_shows_one_page_of_queues(private: Connection, tmp_path: Path
+                                                   ) -> None:
+    names = [f"a{i:03d}" for i in range(120)]
+    for name in names:
+        declare(private, name)
+    with Floor(tmp_path / "floor") as floor:
+        web = client(private, floor)
+        first = web.get("/archive")
+        assert first.status_code == 200 and rows(first.text) == names[:50]
+        assert "queues 1–50 of 120" in first.text and 'id="next"' in first.text
+        last = web.get("/archive", params={"page": "2"})
+        assert rows(last.text) == names[100:] and 'id="next"' not in last.text
+        found = web.get("/archive", params={"page": "1", "queue": "a007"})
+        assert rows(found.text) == names[50:100] and 'id="audit"' in found.text
