@@ -294,3 +294,21 @@ def test_an_action_on_a_path_like_id_stays_in_its_queue(
     assert echomq.get_job(rconn, uploads, odd) is None
     assert echomq.get_job(rconn, billing, "invoice-42") is not None
     assert echomq.get_job(rconn, billing, odd) is not None
+
+
+def test_a_queue_named_like_a_path_opens_from_the_overview(
+        browser: Any, base: str, rconn: Connection) -> None:
+    """Issue 20, item 6: a queue name with ``/`` made the overview a 500; every name the
+    key builder takes renders, and its link opens that queue (not the path it spells)."""
+    from selenium.webdriver.common.by import By
+
+    tag = uuid.uuid4().hex[:6]
+    odd = f"{tag}/../x?y#z%2F"
+    echomq.add(rconn, odd, {"n": 1}, job_id="only")
+    echomq.add(rconn, "x", {"n": 1}, job_id=f"other-{tag}")
+    browser.get(f"{base}/?q={tag}")
+    wait_for(browser, lambda d: d.find_element(By.LINK_TEXT, odd)).click()
+    wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#job-list tr[data-job]"))
+    assert browser.find_element(By.CSS_SELECTOR, "h1 .name").text == odd
+    rows = browser.find_elements(By.CSS_SELECTOR, "#job-list tr[data-job]")
+    assert [r.get_attribute("data-job") for r in rows] == ["only"]

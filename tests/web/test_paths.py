@@ -88,3 +88,23 @@ def test_a_missing_or_bad_name_is_a_400(rconn: Connection, queue: str) -> None:
     page = web.get("/queue", params={"queue": queue})
     assert web.post("/job/remove", data={"csrf": csrf_of(page.text), "queue": queue}
                     ).status_code == 400
+
+
+def test_the_dead_letter_forms_carry_an_odd_queue_in_the_body(rconn: Connection) -> None:
+    queue = f"mail/../{uuid.uuid4().hex[:6]}"
+    ids = echomq.add_many(rconn, queue, [{"n": i} for i in range(3)],
+                          job_ids=["d/1", "../d2", "d?3"], max_attempts=1)
+    for job in echomq.claim(rconn, queue, count=3):
+        echomq.fail(rconn, queue, job.id, job.token, "boom")
+    web = client(rconn)
+    try:
+        page = web.get("/queue", params={"queue": queue, "state": "dead"})
+        action, fields = _form(page.text, "/dead")
+        assert fields["queue"] == queue and queue not in action
+        ticked = re.findall(r'name="ids" value="([^"]*)"', page.text)
+        assert sorted(html.unescape(i) for i in ticked) == sorted(ids)
+        done = web.post(action, data={**fields, "op": "retry", "ids": ["d/1", "../d2"]})
+        assert f"retried 2 dead job(s) in {html.escape(queue, quote=False)}" in done.text
+        assert echomq.counts(rconn, queue).dead == 1
+    finally:
+        echomq.obliterate(rconn, queue, force=True)
