@@ -43,6 +43,6 @@ def queues(conn: Connection) -> list[str]:
                 foreign += 1
     foreign += scan.skipped
     if foreign:
-        log.warning("skipped %d key(s) under %s: that name no queue (not UTF-8, or a name "
-                    "EchoMQ refuses)", foreign, pattern)
+        log.warning("skipped %d key(s) matching %s that name no queue (not UTF-8, or a "
+                    "name EchoMQ refuses)", foreign, pattern)
     return sorted(names)
