@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import itertools
 import json
 import os
 import struct
@@ -495,11 +496,15 @@ class Floor(GapLedger, DigestChain, FloorFormat, PendingRebase):
         """Every archived outcome of ``queue`` in stream order."""
         return [e for e in self._lines(queue, "entries") if isinstance(e, ArchivedEntry)]
 
-    def history(self, queue: str, job_id: str) -> list[ArchivedEntry]:
-        """Every archived outcome of one job, oldest first."""
+    def history(self, queue: str, job_id: str, *, offset: int = 0,
+                limit: int | None = None) -> list[ArchivedEntry]:
+        """Every archived outcome of one job, oldest first (``limit`` of them from the
+        ``offset``-th: a page, for a job run thousands of times)."""
         prefix = _qk(queue) + job_id.encode() + b"\x00"
         with self._read() as (txn, dbs):
-            keys = [key[len(prefix):] for key, _ in self._scan(txn, dbs["by_job"], prefix)]
+            found = itertools.islice(self._scan(txn, dbs["by_job"], prefix), offset,
+                                     None if limit is None else offset + limit)
+            keys = [key[len(prefix):] for key, _ in found]
             return [self._entry(txn, dbs, queue, k) for k in keys]
 
     def audit(self, queue: str, outcome: Outcome | str | None = None,

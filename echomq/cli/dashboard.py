@@ -9,6 +9,7 @@ import click
 
 from echomq.cli.app import connect, emit
 from echomq.cli.durations import Duration
+from echomq.errors import EchoMQError
 
 TOKEN_ENV = "EMQ_DASHBOARD_TOKEN"
 
@@ -57,12 +58,16 @@ def read_token(token: str | None, token_file: str | None) -> str | None:
 @click.option("--session-ttl", "session_ttl_ms", type=Duration(), default="12h",
               show_default=True, help="How long a login lasts (30m, 12h, 7d).")
 @click.option("--read-only", is_flag=True, help="Hide and refuse every action.")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help="Also answer requests whose Host is NAME (repeatable; '*': any). "
+                   "Without it only the bound address (and, on loopback, localhost) "
+                   "is answered: no DNS rebinding.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print where it listens as one JSON line before serving.")
 @click.pass_context
 def dashboard(ctx: click.Context, host: str, port: int, floor_path: str | None,
               token_file: str | None, token: str | None, session_ttl_ms: int,
-              read_only: bool, as_json: bool) -> None:
+              read_only: bool, allowed_hosts: tuple[str, ...], as_json: bool) -> None:
     """Serve the dashboard: every queue, its jobs, dead letters and the archive.
 
     Refuses to start without the web extra (pip install 'echomq[web]'), with an empty
@@ -73,6 +78,7 @@ def dashboard(ctx: click.Context, host: str, port: int, floor_path: str | None,
         import uvicorn
 
         from echomq.web import create_app
+        from echomq.web.hosts import allowed_names
     except ImportError as exc:
         raise click.ClickException(
             f"the dashboard needs the web extra: pip install 'echomq[web]' ({exc})") from exc
@@ -83,8 +89,12 @@ def dashboard(ctx: click.Context, host: str, port: int, floor_path: str | None,
         raise click.BadParameter(f"{host} is reachable from other machines: give a token "
                                  f"(${TOKEN_ENV}, --token-file or --token) or --read-only",
                                  param_hint="--host")
+    try:
+        allowed_names(allowed_hosts)
+    except EchoMQError as exc:
+        raise click.BadParameter(str(exc), param_hint="--allowed-host") from exc
     app = create_app(connect(ctx), floor=floor_path, token=token, read_only=read_only,
-                     session_ttl_s=session_ttl_ms / 1000)
+                     session_ttl_s=session_ttl_ms / 1000, allowed_hosts=allowed_hosts)
     emit({"url": f"http://{host}:{port}/", "read_only": read_only,
           "token": token is not None, "floor": floor_path}, as_json)
     uvicorn.run(app, host=host, port=port, log_level="warning")

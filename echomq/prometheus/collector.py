@@ -63,7 +63,8 @@ class EchoCollector(Collector):
             floor.close()
 
     def _collect(self, floor: Floor | None) -> Iterator[Metric]:
-        queues = set(finder_for(self.conn).found())
+        finder = finder_for(self.conn)
+        queues = set(finder.found())
         declared = {str(q) for q in self.conn.redis.smembers(self.conn.declared_set)}
         checkpoints: dict[str, str] = {}
         if floor is not None:
@@ -73,6 +74,9 @@ class EchoCollector(Collector):
         samples = sample(self.conn, {q for q in queues if _valid(q)}, declared, checkpoints,
                          now)
         yield from _families(samples, now, floor)
+        yield GaugeMetricFamily(
+            "echomq_foreign_keys", "Keys under the prefix that are not UTF-8 (another "
+            "writer's), skipped by the last full SCAN for queues.", value=finder.skipped)
 
 
 def _valid(queue: str) -> bool:

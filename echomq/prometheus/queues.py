@@ -41,6 +41,12 @@ class QueueFinder:
         self._rest_until = 0.0
         self._lock = threading.Lock()
 
+    @property
+    def skipped(self) -> int:
+        """Keys under the prefix that are not UTF-8 (another writer's), skipped by the
+        last complete pass (:class:`KeyspaceScan`)."""
+        return self._scan.skipped
+
     def found(self, calls: int = SCAN_CALLS) -> set[str]:
         """The declared queues and every queue the SCAN has seen, after ``calls`` more
         SCAN steps."""

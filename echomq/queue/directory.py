@@ -4,13 +4,20 @@ A queue has no registry beyond its keys: the prefix's sets name the declared, re
 and scheduled (cron) queues, and every queue ever added to keeps a ``seq`` counter
 (``<prefix>:{q}:seq``), found by a SCAN of every primary (:class:`KeyspaceScan`, one
 cursor per node on a Cluster). Nothing here touches two queues' slots in one command.
+A key under the prefix that names no usable queue (not UTF-8, or a name the key builder
+refuses: another writer's) is skipped, and the count is logged.
 """
 
 from __future__ import annotations
 
+import logging
+
+from echomq.errors import InvalidKey
 from echomq.queue.connection import Connection
-from echomq.queue.keys import every_queue
+from echomq.queue.keys import check_name, every_queue
 from echomq.queue.scan import KeyspaceScan
+
+log = logging.getLogger("echomq.queues")
 
 SCAN_COUNT = 5000
 """Keys one SCAN call examines (the COUNT hint)."""
@@ -25,8 +32,17 @@ def queues(conn: Connection) -> list[str]:
         pipe.smembers(registry)
     names = {str(q) for members in pipe.execute() for q in members}
     pattern, name = every_queue(conn.prefix, "seq")
-    for key in KeyspaceScan(conn.redis, pattern, count=SCAN_COUNT).full_pass():
+    scan = KeyspaceScan(conn.redis, pattern, count=SCAN_COUNT)
+    foreign = 0
+    for key in scan.full_pass():
         found = name.match(key)
         if found:
-            names.add(found.group(1))
+            try:
+                names.add(check_name(found.group(1), "queue name"))
+            except InvalidKey:
+                foreign += 1
+    foreign += scan.skipped
+    if foreign:
+        log.warning("skipped %d key(s) matching %s that name no queue (not UTF-8, or a "
+                    "name EchoMQ refuses)", foreign, pattern)
     return sorted(names)

@@ -14,12 +14,21 @@ from __future__ import annotations
 from typing import Any
 
 import redis
+from redis.client import NEVER_DECODE
 from redis.cluster import RedisCluster
+
+RAW = {NEVER_DECODE: True}
+"""The option that has redis-py hand a reply over undecoded (the keys as bytes)."""
 
 
 class KeyspaceScan:
     """One resumable SCAN over every primary of ``client`` (the server itself when it is
-    not a Cluster), for keys matching ``match`` (and of type ``type_`` when given)."""
+    not a Cluster), for keys matching ``match`` (and of type ``type_`` when given).
+
+    Keys come back as bytes and are decoded here: a key that is not UTF-8 (another
+    writer's, under the same prefix) is skipped and counted (``skipped``: in the last
+    complete pass, or in this one while none completed), instead of failing the whole
+    reply in a client that decodes every reply."""
 
     def __init__(self, client: Any, match: str, *, count: int,
                  type_: str | None = None) -> None:
@@ -29,25 +38,49 @@ class KeyspaceScan:
         self.type_ = type_
         self._nodes: list[str] = []  # the primaries of this pass, by name
         self._cursor = 0
+        self._skipping = 0  # foreign keys seen in this pass
+        self._skipped: int | None = None  # in the last complete pass
+
+    @property
+    def skipped(self) -> int:
+        """Keys skipped as not UTF-8: in the last complete pass (this one before)."""
+        return self._skipping if self._skipped is None else self._skipped
+
+    def _decoded(self, keys: list[Any]) -> list[str]:
+        found = []
+        for key in keys:
+            try:
+                found.append(key.decode() if isinstance(key, bytes) else str(key))
+            except UnicodeDecodeError:
+                self._skipping += 1
+        return found
+
+    def _ended(self) -> None:
+        self._skipped, self._skipping = self._skipping, 0
 
     def step(self) -> tuple[list[str], bool]:
         """One SCAN call: the keys it returned, and True when it ended a full pass (the
         next step starts a new one)."""
         if not isinstance(self.client, RedisCluster):
             cursor, keys = self.client.scan(self._cursor, match=self.match,
-                                            count=self.count, _type=self.type_)
+                                            count=self.count, _type=self.type_, **RAW)
             self._cursor = int(cursor)
-            return [str(k) for k in keys], self._cursor == 0
+            found = self._decoded(keys)
+            if self._cursor == 0:
+                self._ended()
+            return found, self._cursor == 0
         if not self._nodes:
             primaries: list[Any] = self.client.get_primaries()  # type: ignore[no-untyped-call]
             self._nodes = sorted(n.name for n in primaries)
             self._cursor = 0
-        keys = self._cluster_step(self._nodes[0])
+        found = self._decoded(self._cluster_step(self._nodes[0]))
         if self._cursor == 0:
             self._nodes.pop(0)
-        return keys, not self._nodes
+        if not self._nodes:
+            self._ended()
+        return found, not self._nodes
 
-    def _cluster_step(self, name: str) -> list[str]:
+    def _cluster_step(self, name: str) -> list[Any]:
         """SCAN ``name`` from this pass's cursor. A node that is gone or no longer a
         primary (a failover mid-pass) ends its part of the pass: its slots' new primary
         is walked by the next pass."""
@@ -58,12 +91,12 @@ class KeyspaceScan:
         try:
             cursors, keys = self.client.scan(self._cursor, match=self.match,
                                              count=self.count, _type=self.type_,
-                                             target_nodes=node)
+                                             target_nodes=node, **RAW)
         except (redis.ConnectionError, redis.TimeoutError):
             self._cursor = 0
             return []
         self._cursor = int(cursors[name])
-        return [str(k) for k in keys]
+        return list(keys)
 
     def full_pass(self) -> list[str]:
         """Every key a whole pass from here finds (from the start when nothing ran)."""

@@ -15,7 +15,7 @@ import echomq
 from echomq import cancel
 from echomq.errors import EchoMQError
 from echomq.web.security import SESSION_COOKIE, cookie_path, csrf_ok, set_session
-from echomq.web.urls import job_path
+from echomq.web.urls import job_path, named, queue_path
 
 if TYPE_CHECKING:
     from echomq.web.app import Dashboard
@@ -56,12 +56,18 @@ async def _act(board: Dashboard, request: Request,
 
 
 def _queue_url(request: Request, queue: str, state: str = "pending") -> str:
-    return str(request.url_for("queue", queue=queue).path) + "?state=" + state
+    return queue_path(request, queue, state=state)
+
+
+async def _queue_of(board: Dashboard, request: Request) -> str:
+    """The queue an action names (form field ``queue``, or the earlier path form), checked."""
+    queue = named(request, "queue", await request.form())
+    board.conn.keys(queue)
+    return queue
 
 
 async def pause(board: Dashboard, request: Request) -> Response:
-    queue = request.path_params["queue"]
-    board.conn.keys(queue)
+    queue = await _queue_of(board, request)
 
     def run() -> str:
         echomq.pause(board.conn, queue)
@@ -71,8 +77,7 @@ async def pause(board: Dashboard, request: Request) -> Response:
 
 
 async def resume(board: Dashboard, request: Request) -> Response:
-    queue = request.path_params["queue"]
-    board.conn.keys(queue)
+    queue = await _queue_of(board, request)
 
     def run() -> str:
         echomq.resume(board.conn, queue)
@@ -83,10 +88,9 @@ async def resume(board: Dashboard, request: Request) -> Response:
 
 async def dead(board: Dashboard, request: Request) -> Response:
     """Retry or remove dead letters: the selected ids, or all of them."""
-    queue = request.path_params["queue"]
-    board.conn.keys(queue)
     if board.read_only:
         return PlainTextResponse("the dashboard is read-only", status_code=403)
+    queue = await _queue_of(board, request)
     form = await request.form()
     what = str(form.get("op") or "")
     every = form.get("scope") == "all"
@@ -97,17 +101,18 @@ async def dead(board: Dashboard, request: Request) -> Response:
             return "nothing selected"
         if what == "retry":
             n = echomq.retry_dead(board.conn, queue, None if every else ids)
-            return f"retried {n} dead job(s)"
+            return f"retried {n} dead job(s) in {queue}"
         if what == "remove":
             if every:
-                return f"removed {echomq.purge(board.conn, queue, 'dead')} dead job(s)"
+                n = echomq.purge(board.conn, queue, "dead")
+                return f"removed {n} dead job(s) in {queue}"
             refused: list[str] = []
             for job_id in ids:
                 try:
                     echomq.remove_job(board.conn, queue, job_id)
                 except EchoMQError as exc:  # the others still go; the first reason is said
                     refused.append(f"{job_id}: {type(exc).__name__}: {exc}")
-            done = f"removed {len(ids) - len(refused)} dead job(s)"
+            done = f"removed {len(ids) - len(refused)} dead job(s) in {queue}"
             return done + (f"; refused {len(refused)} ({refused[0]})" if refused else "")
         return f"unknown operation {what!r}"
 
@@ -118,24 +123,30 @@ JOB_ACTIONS = ("retry", "remove", "cancel", "promote")
 
 
 async def job(board: Dashboard, request: Request) -> Response:
-    """One job: retry (dead), remove (finished or waiting), cancel (running), promote."""
-    queue, job_id = request.path_params["queue"], request.path_params["job_id"]
+    """One job: retry (dead), remove (finished or waiting), cancel (running), promote.
+
+    The queue and the id come from the form (or the earlier path form); the message
+    names both, so what was acted on is never in doubt."""
     action = request.path_params["action"]
-    board.conn.keys(queue).job(job_id)
     if action not in JOB_ACTIONS:
         return PlainTextResponse(f"unknown action {action!r}", status_code=404)
+    form = await request.form()
+    queue, job_id = named(request, "queue", form), named(request, "job", form)
+    board.conn.keys(queue).job(job_id)
 
     def run() -> str:
         if action == "retry":
             n = echomq.retry_dead(board.conn, queue, [job_id])
-            return f"retried {job_id}" if n else f"{job_id} is not dead: nothing retried"
+            return (f"retried {job_id} in {queue}" if n
+                    else f"{job_id} in {queue} is not dead: nothing retried")
         if action == "remove":
             echomq.remove_job(board.conn, queue, job_id)
-            return f"removed {job_id}"
+            return f"removed {job_id} in {queue}"
         if action == "cancel":
-            return f"cancel {job_id}: {cancel.request(board.conn, queue, job_id, 'dashboard')}"
+            said = cancel.request(board.conn, queue, job_id, "dashboard")
+            return f"cancel {job_id} in {queue}: {said}"
         echomq.promote(board.conn, queue, job_id)
-        return f"promoted {job_id}"
+        return f"promoted {job_id} in {queue}"
 
     fallback = job_path(request, queue, job_id)
     return await _act(board, request, run, fallback)

@@ -9,7 +9,7 @@ run them in Starlette's thread pool.
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -23,13 +23,14 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from echomq.errors import EchoMQError, InvalidKey
+from echomq.errors import EchoMQError, InvalidArgument, InvalidKey
 from echomq.queue.connection import Connection
 from echomq.web import actions, pages
 from echomq.web.discovery import QueueDirectory
+from echomq.web.hosts import HostCheck, allowed_names
 from echomq.web.security import Gate
 from echomq.web.sessions import SESSION_TTL_S, Sessions
-from echomq.web.urls import job_path
+from echomq.web.urls import job_path, queue_path, with_query
 
 if TYPE_CHECKING:
     from echomq.archive.floor import Floor
@@ -56,6 +57,8 @@ class Dashboard:
         env.globals["poll_s"] = POLL_S
         env.globals["url_for"] = _url_for
         env.globals["job_url"] = _job_url
+        env.globals["queue_url"] = _queue_url
+        env.globals["with_query"] = with_query
         self.templates = Jinja2Templates(env=env)
 
     def render(self, request: Request, name: str, status: int = 200, **context: Any
@@ -77,8 +80,14 @@ def _url_for(context: dict[str, Any], name: str, /, **params: Any) -> str:
 
 @jinja2.pass_context
 def _job_url(context: dict[str, Any], queue: str, job_id: str) -> str:
-    """A job's page: its id percent-encoded (an id may hold ``/``, ``?``, ``#``, ``%``)."""
+    """A job's page: the queue and the id in the query string (:mod:`echomq.web.urls`)."""
     return job_path(context["request"], queue, job_id)
+
+
+@jinja2.pass_context
+def _queue_url(context: dict[str, Any], queue: str, **params: Any) -> str:
+    """A queue's page: the name in the query string, with ``state``, ``page``."""
+    return queue_path(context["request"], queue, **params)
 
 
 def _when(ms: int | str | None) -> str:
@@ -113,14 +122,19 @@ def _open_floor(floor: Floor | str | os.PathLike[str] | None) -> Floor | None:
 
 def create_app(conn: Connection, *, floor: Floor | str | os.PathLike[str] | None = None,
                token: str | None = None, read_only: bool = False,
-               session_ttl_s: float = SESSION_TTL_S) -> Starlette:
+               session_ttl_s: float = SESSION_TTL_S,
+               allowed_hosts: Iterable[str] | None = None) -> Starlette:
     """The dashboard for ``conn``'s prefix, as a Starlette app (mount it anywhere).
 
     ``floor`` (a Floor or its directory) shows the archive and finds jobs Redis forgot;
     ``token`` makes every request need it (login form or bearer header); a login lasts
     ``session_ttl_s`` seconds at most; ``read_only`` hides and refuses every action.
     Sessions live in this process (``app.state.sessions``): a restart logs everyone out.
+    A request's ``Host`` must name the address it came in on (or a loopback name, on
+    loopback) or one of ``allowed_hosts`` (``"*"``: any), else 400: no DNS rebinding
+    (:mod:`echomq.web.hosts`).
     """
+    hosts = allowed_names(allowed_hosts)
     if token is not None and not token.strip():
         raise EchoMQError("the dashboard token must not be empty")
     if not session_ttl_s >= 1:
@@ -133,31 +147,42 @@ def create_app(conn: Connection, *, floor: Floor | str | os.PathLike[str] | None
         async def endpoint(request: Request) -> Response:
             try:
                 return await handler(board, request)
-            except InvalidKey as exc:
+            except (InvalidKey, InvalidArgument) as exc:
                 return PlainTextResponse(str(exc), status_code=400)
         return endpoint
 
     routes = [
         Route("/", bind(pages.overview), name="overview"),
         Route("/fragments/overview", bind(pages.overview_rows), name="overview_rows"),
-        Route("/queues/{queue}", bind(pages.queue), name="queue"),
-        Route("/queues/{queue}/fragment", bind(pages.queue_jobs), name="queue_jobs"),
-        Route("/queues/{queue}/jobs/{job_id:path}", bind(pages.job), name="job"),
+        # a queue name and a job id travel in the query string or the form, never in
+        # the path (a browser resolves ".." segments: :mod:`echomq.web.urls`)
+        Route("/queue", bind(pages.queue), name="queue"),
+        Route("/queue/jobs", bind(pages.queue_jobs), name="queue_jobs"),
+        Route("/job", bind(pages.job), name="job"),
         Route("/archive", bind(pages.archive), name="archive"),
         Route("/login", bind(pages.login_form), name="login"),
         Route("/login", bind(actions.login), methods=["POST"], name="login_post"),
         Route("/logout", bind(actions.logout), methods=["POST"], name="logout"),
-        Route("/queues/{queue}/pause", bind(actions.pause), methods=["POST"], name="pause"),
-        Route("/queues/{queue}/resume", bind(actions.resume), methods=["POST"],
-              name="resume"),
-        Route("/queues/{queue}/dead", bind(actions.dead), methods=["POST"], name="dead"),
-        Route("/queues/{queue}/jobs/{job_id:path}/{action}", bind(actions.job), methods=["POST"],
-              name="job_action"),
+        Route("/queue/pause", bind(actions.pause), methods=["POST"], name="pause"),
+        Route("/queue/resume", bind(actions.resume), methods=["POST"], name="resume"),
+        Route("/queue/dead", bind(actions.dead), methods=["POST"], name="dead"),
+        Route("/job/{action}", bind(actions.job), methods=["POST"], name="job_action"),
+        # the path forms of earlier versions, for scripts and bookmarks; no page links
+        # to them
+        Route("/queues/{queue}", bind(pages.queue)),
+        Route("/queues/{queue}/fragment", bind(pages.queue_jobs)),
+        Route("/queues/{queue}/jobs/{job_id:path}", bind(pages.job)),
+        Route("/queues/{queue}/pause", bind(actions.pause), methods=["POST"]),
+        Route("/queues/{queue}/resume", bind(actions.resume), methods=["POST"]),
+        Route("/queues/{queue}/dead", bind(actions.dead), methods=["POST"]),
+        Route("/queues/{queue}/jobs/{job_id:path}/{action}", bind(actions.job),
+              methods=["POST"]),
         Route("/metrics", bind(pages.metrics), name="metrics"),
         Mount("/static", StaticFiles(packages=[("echomq.web", "static")]), name="static"),
     ]
     app = Starlette(routes=routes,
-                    middleware=[Middleware(Gate, token=token, sessions=sessions)])
+                    middleware=[Middleware(HostCheck, allowed=hosts),
+                                Middleware(Gate, token=token, sessions=sessions)])
     app.state.sessions = sessions
     return app
 

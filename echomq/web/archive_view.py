@@ -36,11 +36,21 @@ class ArchiveRow:
     gaps: tuple[Gap, ...]
 
 
-def archive_rows(conn: Connection, floor: Floor, now_ms: int) -> list[ArchiveRow]:
+def archive_names(conn: Connection, floor: Floor) -> list[str]:
     """Every queue that is declared or held by the floor, sorted by name."""
     declared = {str(q) for q in conn.redis.smembers(conn.declared_set)}
-    names = sorted(declared | set(floor.queues()))
-    return [_row(conn, floor, q, q in declared, now_ms) for q in names]
+    return sorted(declared | set(floor.queues()))
+
+
+def archive_rows(conn: Connection, floor: Floor, now_ms: int,
+                 names: list[str] | None = None) -> list[ArchiveRow]:
+    """The rows of ``names`` (by default every queue of :func:`archive_names`): the page
+    passes one page of them."""
+    if names is None:
+        names = archive_names(conn, floor)
+    declared = conn.redis.smismember(conn.declared_set, names) if names else []
+    return [_row(conn, floor, q, bool(d), now_ms)
+            for q, d in zip(names, declared, strict=True)]
 
 
 def _row(conn: Connection, floor: Floor, queue: str, declared: bool, now_ms: int

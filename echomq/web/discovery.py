@@ -44,6 +44,10 @@ class QueueDirectory:
         self._known: set[str] = set()  # the last complete pass (and this one so far)
         self._names: list[str] = []
         self._at = float("-inf")
+        self._refused = 0  # UTF-8 keys of a name the key builder refuses, this pass
+        self.skipped = 0
+        """Keys under the prefix that name no queue (not UTF-8, or a refused name), in
+        the last complete pass: another writer's, listed by none."""
 
     def names(self) -> list[str]:
         """Every queue known now, sorted (cached for ``ttl_s``)."""
@@ -66,6 +70,7 @@ class QueueDirectory:
                     self._seen.add(name)
             if done:
                 self._known, self._seen = self._seen, set()
+                self.skipped, self._refused = self._scan.skipped + self._refused, 0
                 break
         self._names = sorted(declared | self._known | self._seen)
 
@@ -80,4 +85,5 @@ class QueueDirectory:
         try:
             return check_name(name, "queue name")
         except InvalidKey:
+            self._refused += 1
             return None

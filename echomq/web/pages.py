@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -11,42 +13,65 @@ import echomq
 from echomq.errors import EchoMQError, InvalidArgument
 from echomq.models import Job
 from echomq.web import reads
+from echomq.web.urls import named
 
 if TYPE_CHECKING:
     from echomq.web.app import Dashboard
 
 PER_PAGE = 50
+OVERVIEW_PER_PAGE = 50
+"""Queues on one page of the overview (each costs a few reads on every poll)."""
 MAX_PAGE = 100_000
+MAX_FILTER = 200
+HISTORY_PER_PAGE = 50
+"""Archived outcomes on one page of a job."""
 AUDIT_LIMIT = 200
+_DIGITS = re.compile(r"[0-9]{1,9}")
+_TIME = re.compile(r"-?[0-9]{1,15}|[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9:.,]{2,20})?"
+                   r"(?:Z|[+-][0-9]{2}(?::?[0-9]{2})?)?", re.ASCII)
 
 
-def _summaries(board: Dashboard) -> list[reads.QueueSummary]:
+def _number(value: str | None, default: int, most: int) -> int:
+    """A page number from the query: ASCII digits only (``int`` takes ``٣``), at most
+    ``most``; anything else is ``default``."""
+    if value is None or not _DIGITS.fullmatch(value):
+        return default
+    return min(int(value), most)
+
+
+def _overview_context(board: Dashboard, query: Mapping[str, str]) -> dict[str, Any]:
+    """One page of the queue list (``q`` filters names), each with its summary: a poll
+    costs ``OVERVIEW_PER_PAGE`` summaries however many queues the prefix holds."""
     conn = board.conn
+    wanted = query.get("q", "")[:MAX_FILTER]
     names = board.queues.names()
-    declared = {str(q) for q in conn.redis.smembers(conn.declared_set)}
+    if wanted:
+        names = [n for n in names if wanted in n]
+    pages = max(1, -(-len(names) // OVERVIEW_PER_PAGE))
+    page = min(_number(query.get("page"), 0, MAX_PAGE), pages - 1)
+    shown = names[page * OVERVIEW_PER_PAGE:(page + 1) * OVERVIEW_PER_PAGE]
+    declared = (conn.redis.smismember(conn.declared_set, shown) if shown else [])
     now = reads.server_ms(conn)
-    return [reads.summary(conn, q, now, q in declared) for q in names]
+    rows = [reads.summary(conn, q, now, bool(d)) for q, d in zip(shown, declared, strict=True)]
+    return {"rows": rows, "page": page, "pages": pages, "total": len(names), "q": wanted,
+            "first": page * OVERVIEW_PER_PAGE, "skipped": board.queues.skipped}
 
 
 async def overview(board: Dashboard, request: Request) -> Response:
-    rows = await board.call(_summaries, board)
-    return board.render(request, "overview.html", rows=rows)
+    context = await board.call(_overview_context, board, request.query_params)
+    return board.render(request, "overview.html", **context)
 
 
 async def overview_rows(board: Dashboard, request: Request) -> Response:
-    rows = await board.call(_summaries, board)
-    return board.render(request, "_overview_rows.html", rows=rows)
+    context = await board.call(_overview_context, board, request.query_params)
+    return board.render(request, "_overview_rows.html", **context)
 
 
 def _paging(request: Request) -> tuple[str, int]:
     state = request.query_params.get("state", "pending")
     if state not in reads.STATES:
         raise InvalidArgument(f"state must be one of {', '.join(reads.STATES)}")
-    try:
-        page = int(request.query_params.get("page", "0"))
-    except ValueError:
-        page = 0
-    return state, min(max(page, 0), MAX_PAGE)
+    return state, _number(request.query_params.get("page"), 0, MAX_PAGE)
 
 
 def _queue_context(board: Dashboard, queue: str, state: str, page: int) -> dict[str, Any]:
@@ -60,30 +85,29 @@ def _queue_context(board: Dashboard, queue: str, state: str, page: int) -> dict[
 
 
 async def queue(board: Dashboard, request: Request) -> Response:
-    try:
-        state, page = _paging(request)
-    except InvalidArgument as exc:
-        return PlainTextResponse(str(exc), status_code=400)
-    context = await board.call(_queue_context, board, request.path_params["queue"], state,
-                               page)
+    state, page = _paging(request)
+    context = await board.call(_queue_context, board, named(request, "queue"), state, page)
     return board.render(request, "queue.html", **context)
 
 
 async def queue_jobs(board: Dashboard, request: Request) -> Response:
-    try:
-        state, page = _paging(request)
-    except InvalidArgument as exc:
-        return PlainTextResponse(str(exc), status_code=400)
-    context = await board.call(_queue_context, board, request.path_params["queue"], state,
-                               page)
+    state, page = _paging(request)
+    context = await board.call(_queue_context, board, named(request, "queue"), state, page)
     return board.render(request, "_jobs.html", **context)
 
 
-def _job_context(board: Dashboard, queue: str, job_id: str) -> dict[str, Any]:
+def _job_context(board: Dashboard, queue: str, job_id: str, outcomes: int
+                 ) -> dict[str, Any]:
+    """The job's row, and one page of its archived outcomes (oldest first): a job run
+    20,000 times shows ``HISTORY_PER_PAGE`` of them, with a link to the next page."""
     job: Job | None = echomq.get_job(board.conn, queue, job_id)
-    history = board.floor.history(queue, job_id) if board.floor is not None else []
+    start = outcomes * HISTORY_PER_PAGE
+    history = (board.floor.history(queue, job_id, offset=start, limit=HISTORY_PER_PAGE + 1)
+               if board.floor is not None else [])
     return {"queue": queue, "job_id": job_id, "job": job,
-            "history": [e.to_dict() for e in history],
+            "history": [e.to_dict() for e in history[:HISTORY_PER_PAGE]],
+            "outcomes": outcomes, "more_outcomes": len(history) > HISTORY_PER_PAGE,
+            "history_start": start,
             "payload": reads.pretty(job.payload) if job else None,
             "result": reads.pretty(job.result) if job and job.result is not None else None,
             "progress": reads.pretty(job.progress) if job and job.progress is not None
@@ -91,17 +115,33 @@ def _job_context(board: Dashboard, queue: str, job_id: str) -> dict[str, Any]:
 
 
 async def job(board: Dashboard, request: Request) -> Response:
-    queue, job_id = request.path_params["queue"], request.path_params["job_id"]
-    context = await board.call(_job_context, board, queue, job_id)
-    status = 404 if context["job"] is None and not context["history"] else 200
+    queue, job_id = named(request, "queue"), named(request, "job")
+    board.conn.keys(queue).job(job_id)
+    outcomes = _number(request.query_params.get("outcomes"), 0, MAX_PAGE)
+    context = await board.call(_job_context, board, queue, job_id, outcomes)
+    status = 404 if context["job"] is None and not context["history"] and not outcomes \
+        else 200
     return board.render(request, "job.html", status=status, **context)
 
 
 def _ms(value: str | None, what: str) -> int | None:
-    """A form's time: ms since the epoch or an ISO 8601 time (naive means UTC)."""
+    """A form's time: ms since the epoch or an ISO 8601 time (naive means UTC).
+
+    ASCII only, checked by a pattern first: ``int`` and ``fromisoformat`` take other
+    scripts' digits (``٣``), and a number past any date overflowed into a 500."""
     from echomq.archive.entries import parse_time
 
-    return parse_time(value, what)
+    if not value:
+        return None
+    if not _TIME.fullmatch(value):
+        raise InvalidArgument(f"{what}: {value[:40]!r} is neither ms nor an ISO 8601 time "
+                              "(ms: up to 15 ASCII digits; ISO: 2025-01-31T12:00:00Z)")
+    try:
+        return parse_time(value, what)
+    except (ValueError, OverflowError, OSError) as exc:
+        if isinstance(exc, InvalidArgument):
+            raise
+        raise InvalidArgument(f"{what}: {value!r} is not a time ({exc})") from exc
 
 
 def _archive_context(board: Dashboard, query: dict[str, str]) -> dict[str, Any]:
@@ -109,7 +149,12 @@ def _archive_context(board: Dashboard, query: dict[str, str]) -> dict[str, Any]:
 
     assert board.floor is not None
     conn = board.conn
-    rows = archive_view.archive_rows(conn, board.floor, reads.server_ms(conn))
+    names = archive_view.archive_names(conn, board.floor)
+    pages = max(1, -(-len(names) // OVERVIEW_PER_PAGE))
+    page = min(_number(query.get("page"), 0, MAX_PAGE), pages - 1)
+    rows = archive_view.archive_rows(
+        conn, board.floor, reads.server_ms(conn),
+        names[page * OVERVIEW_PER_PAGE:(page + 1) * OVERVIEW_PER_PAGE])
     found: list[dict[str, Any]] | None = None
     error = None
     if query.get("queue"):
@@ -125,16 +170,18 @@ def _archive_context(board: Dashboard, query: dict[str, str]) -> dict[str, Any]:
         except EchoMQError as exc:
             error = str(exc)
     return {"rows": rows, "found": found, "error": error, "query": query,
-            "limit": AUDIT_LIMIT}
+            "limit": AUDIT_LIMIT, "page": page, "pages": pages, "total": len(names),
+            "first": page * OVERVIEW_PER_PAGE}
 
 
 async def archive(board: Dashboard, request: Request) -> Response:
     if board.floor is None:
         return board.render(request, "archive.html", status=404, rows=[], found=None,
                             error="no floor: start the dashboard with --floor PATH",
-                            query={}, limit=AUDIT_LIMIT)
+                            query={}, limit=AUDIT_LIMIT, page=0, pages=1, total=0, first=0)
     context = await board.call(_archive_context, board, dict(request.query_params))
-    return board.render(request, "archive.html", **context)
+    return board.render(request, "archive.html", status=400 if context["error"] else 200,
+                        **context)
 
 
 async def login_form(board: Dashboard, request: Request) -> Response:

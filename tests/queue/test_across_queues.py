@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 import echomq
@@ -16,7 +17,7 @@ from echomq.queue.connection import Connection
 from echomq.queue.declared import declare
 from echomq.queue.scan import KeyspaceScan
 from echomq.web.discovery import QueueDirectory
-from tests.prometheus.scrape import parse, queues_of
+from tests.prometheus.scrape import parse, queues_of, value
 from tests.support.spread import primary_of, spread_queues
 
 
@@ -108,3 +109,51 @@ def test_obliterate_removes_queues_on_every_primary_and_keeps_the_others(
                                      count=1000).full_pass())
     for name in kept:
         assert echomq.counts(conn, name).pending == 1
+
+
+def test_foreign_keys_under_the_prefix_are_skipped_everywhere(
+        server_url: str, rconn: Connection, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 20, item 9: a key under the prefix that is not UTF-8 (another writer's) broke
+    every reply that held it in a decoding client: ``queues()``, ``emq status``, the
+    scrape and the dashboard's overview. It is skipped (and counted); so is a UTF-8 key
+    whose name the key builder refuses."""
+    from starlette.testclient import TestClient
+
+    from echomq.web import create_app
+
+    added = filled(rconn)
+    head = rconn.prefix.encode()
+    foreign: list[bytes] = [head + b":{\xff\xfe}:seq", head + b":{caf\xe9}:pending",
+                            head + b":{a b}:seq", head + b":{a b}:pending"]
+    for key in foreign:
+        if key.endswith(b":seq"):
+            rconn.redis.set(key, 1)
+        else:
+            rconn.redis.zadd(key, {"x": 1})
+    try:
+        with caplog.at_level("WARNING", logger="echomq.queues"):
+            found = echomq.queues(rconn)
+        assert set(added) <= set(found) and "a b" not in found
+        assert "skipped 2 key(s)" in caplog.text
+        shown = CliRunner().invoke(main, ["--url", server_url, "status", "--json"])
+        assert shown.exit_code == 0, shown.output
+        assert set(added) <= set(json.loads(shown.stdout)["queues"])
+        fresh = echomq.connect(rconn.url)  # a finder of its own
+        try:
+            body, _ = render(fresh)
+        finally:
+            fresh.close()
+        metrics = parse(body)
+        assert set(added) <= queues_of(metrics)
+        assert value(metrics, "echomq_foreign_keys") == 1  # not UTF-8; "a b" is refused
+        directory = QueueDirectory(rconn, ttl_s=0.0, budget=1, step=50)
+        for _ in range(10_000):
+            if set(added) <= set(directory.names()) and directory.skipped:
+                break
+        assert set(added) <= set(directory.names()) and "a b" not in directory.names()
+        assert directory.skipped == 2  # the zsets: one not UTF-8, one a refused name
+        page = TestClient(create_app(rconn)).get("/", params={"q": "spread-"})
+        assert page.status_code == 200
+        assert "2 key(s) under the prefix name no queue" in page.text
+    finally:
+        rconn.redis.delete(*foreign)

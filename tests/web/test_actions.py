@@ -37,7 +37,7 @@ def test_pause_and_resume_from_the_queue_page(conn: Connection, queue: str) -> N
                      data={"csrf": csrf_of(page), "next": f"/queues/{queue}"}).text
     assert echomq.is_paused(conn, queue)
     assert 'id="paused"' in after and f"paused {queue}" in after
-    assert "paused" in web.get("/fragments/overview").text
+    assert "paused" in web.get("/fragments/overview", params={"q": queue}).text
     web.post(f"/queues/{queue}/resume", data={"csrf": csrf_of(after)})
     assert not echomq.is_paused(conn, queue)
 
@@ -102,6 +102,6 @@ def test_removing_selected_jobs_goes_on_past_a_refused_one(conn: Connection, que
     csrf = csrf_of(web.get(f"/queues/{queue}?state=dead").text)
     after = web.post(f"/queues/{queue}/dead", data={
         "csrf": csrf, "op": "remove", "ids": [filled.active, filled.dead]}).text
-    assert "removed 1 dead job(s); refused 1 (active-1: " in after
+    assert f"removed 1 dead job(s) in {queue}; refused 1 (active-1: " in after
     assert echomq.get_job(conn, queue, filled.dead) is None
     assert echomq.get_job(conn, queue, filled.active) is not None

@@ -168,7 +168,7 @@ def test_logging_out_ends_the_session_on_the_server(browser: Any, base: str) -> 
 def test_the_overview_shows_counts_and_refreshes_them(
         browser: Any, base: str, rconn: Connection, mail: str) -> None:
     echomq.add_many(rconn, f"reports-{mail[-6:]}", [{"n": i} for i in range(7)])
-    browser.get(base + "/")
+    browser.get(f"{base}/?q={mail[-6:]}")  # the other tests' queues: on other pages
     row = f'tr[data-queue="{mail}"]'
     wait_for(browser, lambda d: cells(d, row))  # a new queue shows up within seconds
     assert cells(browser, row)[1:6] == ["4", "0", "1", "1", "1"]
@@ -255,3 +255,58 @@ def test_a_purged_job_is_found_in_the_archive(
     mark = wait_for(browser, lambda d: d.find_element(By.ID, "from-archive"))
     assert "From the archive" in mark.text
     assert "card declined" in browser.find_element(By.ID, "history").text
+
+
+def test_an_action_on_a_path_like_id_stays_in_its_queue(
+        browser: Any, base: str, rconn: Connection) -> None:
+    """Issue 20, item 5: a browser resolves ``..`` in a path, so an id in a form's action
+    path steered the action to another queue's job. The id and the queue travel in the
+    form body: the Remove of ``uploads``'s job removes that one, and ``billing``'s job of
+    the id the path would have named stays."""
+    from selenium.webdriver.common.by import By
+
+    tag = uuid.uuid4().hex[:6]
+    uploads, billing = f"uploads-{tag}", f"billing-{tag}"
+    odd = f"../../{billing}/jobs/invoice-42"
+    echomq.add(rconn, uploads, {"n": "odd"}, job_id=odd)
+    echomq.add(rconn, billing, {"n": "bill"}, job_id="invoice-42")
+    echomq.add(rconn, billing, {"n": "bill"}, job_id=odd)
+    browser.get(f"{base}/?q={uploads}")
+    wait_for(browser, lambda d: d.find_element(By.LINK_TEXT, uploads)).click()
+    row = wait_for(browser, lambda d: d.find_element(By.CSS_SELECTOR, "#job-list tr[data-job]"))
+    assert row.get_attribute("data-job") == odd
+    row.find_element(By.CSS_SELECTOR, "button.danger").click()  # Remove, from the list
+    wait_for(browser, lambda d: d.find_element(By.ID, "message").text
+             == f"removed {odd} in {uploads}")
+    assert echomq.get_job(rconn, uploads, odd) is None
+    assert echomq.get_job(rconn, billing, "invoice-42") is not None
+    assert echomq.get_job(rconn, billing, odd) is not None
+    echomq.add(rconn, uploads, {"n": "odd"}, job_id=odd)  # and from the job's own page
+    browser.refresh()
+    wait_for(browser, lambda d: d.find_element(By.LINK_TEXT, odd)).click()
+    wait_for(browser, lambda d: d.find_elements(By.ID, "job-state"))
+    assert browser.find_element(By.TAG_NAME, "h1").text == f"Job {odd} in {uploads}"
+    browser.find_element(By.CSS_SELECTOR, ".actions button.danger").click()
+    message = wait_for(browser, lambda d: d.find_element(By.ID, "message")).text
+    assert message == f"removed {odd} in {uploads}"
+    assert echomq.get_job(rconn, uploads, odd) is None
+    assert echomq.get_job(rconn, billing, "invoice-42") is not None
+    assert echomq.get_job(rconn, billing, odd) is not None
+
+
+def test_a_queue_named_like_a_path_opens_from_the_overview(
+        browser: Any, base: str, rconn: Connection) -> None:
+    """Issue 20, item 6: a queue name with ``/`` made the overview a 500; every name the
+    key builder takes renders, and its link opens that queue (not the path it spells)."""
+    from selenium.webdriver.common.by import By
+
+    tag = uuid.uuid4().hex[:6]
+    odd = f"{tag}/../x?y#z%2F"
+    echomq.add(rconn, odd, {"n": 1}, job_id="only")
+    echomq.add(rconn, "x", {"n": 1}, job_id=f"other-{tag}")
+    browser.get(f"{base}/?q={tag}")
+    wait_for(browser, lambda d: d.find_element(By.LINK_TEXT, odd)).click()
+    wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#job-list tr[data-job]"))
+    assert browser.find_element(By.CSS_SELECTOR, "h1 .name").text == odd
+    rows = browser.find_elements(By.CSS_SELECTOR, "#job-list tr[data-job]")
+    assert [r.get_attribute("data-job") for r in rows] == ["only"]
