@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from echomq.cli.app import as_click_error, emit, options
+from echomq.queue.connection import redact_url
 from echomq.servers.shared import ServerInfo, SharedValkey
 
 
@@ -18,7 +19,7 @@ def server() -> None:
 
 
 def _describe(info: ServerInfo) -> dict[str, Any]:
-    return {"url": info.url, "pid": info.pid, "data_dir": info.data_dir}
+    return {"url": redact_url(info.url), "pid": info.pid, "data_dir": info.data_dir}
 
 
 def _shared(ctx: click.Context) -> SharedValkey:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from typing import TYPE_CHECKING, Literal, cast
+from urllib.parse import unquote_plus
 
 import redis
 
@@ -34,21 +35,36 @@ ExecutorName = Literal["scripts", "functions"]
 EXECUTORS: tuple[ExecutorName, ...] = ("scripts", "functions")
 DEFAULT_PAYLOAD_LIMIT = 512 * 1024
 EMBEDDED_DIR_ENV = DATA_DIR_ENV
-_SECRET_PARAM = re.compile(r"([?&;](?:sentinel_)?password=)[^&;#]*", re.IGNORECASE)
+_SECRET_NAME = re.compile(r"pass|secret|token", re.IGNORECASE)
+"""A query parameter whose name holds one of these is a secret (``password``,
+``ssl_password``, ``sentinel_password``, ``ssl_keyfile_password``, ``client_secret``,
+``token``...)."""
+_QUERY_PARAM = re.compile(r"([?&;])([^=&;#?]*)=([^&;]*)")
+
+
+def _hide_param(match: re.Match[str]) -> str:
+    """A secret's whole value (a ``#`` or ``?`` in it included) becomes ``***``; another
+    value is searched again, for a secret behind an unencoded ``?`` in it."""
+    sep, name, value = match.groups()
+    if _SECRET_NAME.search(unquote_plus(name)):
+        return f"{sep}{name}=***"
+    return f"{sep}{name}={_QUERY_PARAM.sub(_hide_param, value)}"
 
 
 def redact_url(url: str) -> str:
-    """``url`` fit to print: ``user:password@`` becomes ``user:***@`` and a
-    ``password=`` (or ``sentinel_password=``) query parameter ``password=***``;
-    everything else is kept.
+    """``url`` fit to print: ``user:password@`` becomes ``user:***@`` and the value of
+    every query parameter whose name holds ``pass``, ``secret`` or ``token`` (any case,
+    percent-encoded or not: ``password=``, ``ssl_password=``, ``sentinel_password=``)
+    becomes ``***``; everything else is kept. Every form (``redis://``, ``rediss://``,
+    ``unix://``, ``redis+sentinel://``) is read the same way.
 
-    It errs on the side of hiding: an unencoded ``@`` or ``/`` inside a password
-    still ends up behind the ``***``.
+    It errs on the side of hiding: an unencoded ``@``, ``/``, ``?`` or ``#`` inside a
+    password still ends up behind the ``***``.
     """
     scheme, sep, rest = url.partition("://")
     if not sep:
-        return _SECRET_PARAM.sub(r"\1***", url)
-    rest = _SECRET_PARAM.sub(r"\1***", rest)
+        return _QUERY_PARAM.sub(_hide_param, url)
+    rest = _QUERY_PARAM.sub(_hide_param, rest)
     userinfo, at, hostpart = rest.rpartition("@")
     if at:
         user, colon, _secret = userinfo.partition(":")
@@ -185,6 +201,7 @@ def connect(
         client = redis.Redis.from_url(url, decode_responses=True, health_check_interval=30)
     except ValueError as exc:
         raise ConnectionFailed(f"cannot use Redis URL {redact_url(url)!r}: {exc}") from exc
+    _check_options(client, url)
     if cluster is None:
         cluster = check and _says_cluster(client, url)
     if cluster:
@@ -195,6 +212,20 @@ def connect(
     if check:
         _ping(client, f"cannot reach Redis/Valkey at {redact_url(url)}")
     return conn
+
+
+def _check_options(client: redis.Redis, url: str) -> None:
+    """Build (without connecting) one connection of ``client``'s pool, so an option of
+    the URL redis-py does not take (``ssl_password`` on ``redis://``, a typo) fails here
+    in one line, not as a ``TypeError`` at the first command."""
+    pool = client.connection_pool
+    try:
+        pool.connection_class(**pool.connection_kwargs)
+    except TypeError as exc:
+        client.close()
+        unknown = str(exc).rpartition("argument ")[2] or str(exc)
+        raise ConnectionFailed(
+            f"cannot use Redis URL {redact_url(url)!r}: unknown option {unknown}") from exc
 
 
 def _ping(client: redis.Redis, failure: str) -> None:
