@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from typing import TYPE_CHECKING, Literal, cast
-from urllib.parse import unquote_plus
+from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
 import redis
 
@@ -25,6 +25,7 @@ from echomq.queue.keys import (
     retained_set,
 )
 from echomq.queue.sentinel import is_sentinel_url, sentinel_client
+from echomq.queue.validate import ascii_digits
 from echomq.servers.shared import SharedValkey
 from echomq.servers.valkey import DATA_DIR_ENV
 
@@ -39,6 +40,11 @@ _SECRET_NAME = re.compile(r"pass|secret|token", re.IGNORECASE)
 """A query parameter whose name holds one of these is a secret (``password``,
 ``ssl_password``, ``sentinel_password``, ``ssl_keyfile_password``, ``client_secret``,
 ``token``...)."""
+_NUMERIC_OPTIONS = frozenset(
+    name for name, read in redis.connection.URL_QUERY_ARGUMENT_PARSERS.items()
+    if read in (int, float))
+"""The URL options redis-py reads with ``int`` or ``float`` (``db``, ``socket_timeout``...)."""
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 _QUERY_PARAM = re.compile(r"([?&;])([^=&;#?]*)=([^&;]*)")
 
 
@@ -197,6 +203,7 @@ def connect(
     if is_sentinel_url(url):
         return _connect_sentinel(url, executor, payload_limit=payload_limit, check=check,
                                  prefix=prefix, cluster=cluster)
+    _check_numbers(url)
     try:
         client = redis.Redis.from_url(url, decode_responses=True, health_check_interval=30)
     except ValueError as exc:
@@ -212,6 +219,22 @@ def connect(
     if check:
         _ping(client, f"cannot reach Redis/Valkey at {redact_url(url)}")
     return conn
+
+
+def _check_numbers(url: str) -> None:
+    """The db (``/3`` or ``?db=3``) and every numeric option of ``url`` in ASCII digits.
+
+    redis-py reads ``/٣`` as db 3 and ``/²`` as no db at all (db 0, silently): a URL that
+    does not say what it looks like is refused in one line."""
+    parts = urlsplit(url)
+    db = parts.path.strip("/") if parts.scheme.lower() in ("redis", "rediss") else ""
+    if db and not ascii_digits(db):
+        raise ConnectionFailed(f"cannot use Redis URL {redact_url(url)!r}: the db in the "
+                               f"path must be a number (ASCII digits), got {db!r}")
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name in _NUMERIC_OPTIONS and not _NUMBER.fullmatch(value):
+            raise ConnectionFailed(f"cannot use Redis URL {redact_url(url)!r}: {name} must "
+                                   f"be a number (ASCII digits), got {value!r}")
 
 
 def _check_options(client: redis.Redis, url: str) -> None:
