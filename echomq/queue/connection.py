@@ -178,7 +178,7 @@ def connect(
     Every key the library writes starts with ``prefix`` (default ``emq``): queues,
     rows, the declared set and the archive's leases. Two prefixes on one server are
     two separate deployments, e.g. one per tenant, each behind its own ACL
-    (``~tenant-a:*``).
+    (``~tenant-a:* &tenant-a:*``); a prefix holds no ``:``, so none nests in another's.
 
     A Valkey/Redis Cluster is found on its own: when the server says
     ``cluster_enabled:1`` (``INFO cluster``) the connection holds redis-py's
