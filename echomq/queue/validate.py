@@ -34,6 +34,13 @@ _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _BRACKET = re.compile(r"[\[\]{}]")
 
 
+def ascii_digits(text: str) -> bool:
+    """True when ``text`` is one or more ASCII digits. ``str.isdigit`` also takes ``²``
+    (then ``int`` raises) and ``٣`` (which ``int`` reads as 3): a port, a db or a time
+    typed by a user must be the digits it looks like."""
+    return text.isascii() and text.isdigit()
+
+
 def _bounded(number: int, what: str) -> int:
     if number > MAX_INT:
         raise InvalidArgument(f"{what} must be at most {MAX_INT}, got {number}")

@@ -247,8 +247,8 @@ class Consumer:
         beat = threading.Thread(target=self._guarded, name="emq-beat", daemon=True,
                                 args=(lambda: self._beat.run(self._stop, self.beat_ms),))
         beat.start()
-        log.info("consumer on %r: concurrency %d, lease %d ms, recovery %s, executor %s",
-                 self.queue, self.concurrency, self.lease_ms, self.recovery,
+        log.info("consumer on %r at %s: concurrency %d, lease %d ms, recovery %s, executor %s",
+                 self.queue, self.conn.safe_url, self.concurrency, self.lease_ms, self.recovery,
                  self.conn.executor_name)
 
     def _wait_for_server(self) -> None:

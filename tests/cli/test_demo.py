@@ -1,14 +1,21 @@
-"""``emq demo`` runs end to end and leaves nothing running that it started."""
+"""``emq demo`` runs end to end and leaves nothing running that it started; it tells its
+story without log lines and ends with what to try against what it left."""
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 from tests.support import ROOT
+from tests.support.waits import wait_until
+
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (DEBUG|INFO|WARNING|ERROR) ", re.M)
 
 
 def test_the_demo_runs_end_to_end_and_stops_its_private_server(tmp_path: Path) -> None:
@@ -46,3 +53,60 @@ def test_the_demo_runs_end_to_end_and_stops_its_private_server(tmp_path: Path) -
     with socket.socket() as probe:  # the demo's server is gone with the demo
         assert probe.connect_ex(("127.0.0.1", int(found.group(1)))) != 0
     assert not (tmp_path / "demo" / "valkey" / "emq-server.json").exists()  # not a shared one
+    _tells_its_story_without_log_lines(done, tmp_path / "demo")
+    _ends_with_what_to_try_next(done.stdout, tmp_path)
+
+
+def _tells_its_story_without_log_lines(done: subprocess.CompletedProcess[str], root: Path
+                                       ) -> None:
+    """Issue 20, item 22: the worker's INFO lines went to stderr, into the narration; they
+    go to the demo's log file, which the narration names."""
+    assert not LOG_LINE.search(done.stdout), done.stdout
+    assert done.stderr == "", done.stderr
+    log = (root / "demo.log").read_text()
+    assert "INFO echomq.consumer: consumer on 'demo'" in log, log
+    assert f"log: {root / 'demo.log'}" in done.stdout
+
+
+def _ends_with_what_to_try_next(stdout: str, tmp_path: Path) -> None:
+    """Each suggested command, run as printed (the paths are the demo's own), works."""
+    tail = stdout.rpartition("try next:\n")[2]
+    commands = [shlex.split(line) for line in tail.splitlines() if line.startswith("  emq ")]
+    assert [c[:3] for c in commands] == [
+        ["emq", "archive", "query"], ["emq", "archive", "audit"], ["emq", "archive", "show"],
+        ["emq", "dashboard", "--floor"]], tail
+    env = {**os.environ, "EMQ_DATA_DIR": str(tmp_path / "valkey")}
+    expect = ["| completed | 23 |", "dead outcomes", "demo job "]
+    for argv, says in zip(commands[:3], expect, strict=True):
+        done = subprocess.run([sys.executable, "-m", "echomq", *argv[1:]], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60, env=env)
+        flat = " ".join(done.stdout.replace("│", "|").split())
+        assert done.returncode == 0 and says in flat, (argv, done.stdout + done.stderr)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    board = subprocess.Popen([sys.executable, "-m", "echomq", *commands[3][1:], "--port",
+                              str(port)], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        def archive_page() -> str:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/archive", timeout=5) as r:
+                    return str(r.read().decode())
+            except OSError:
+                return ""
+        wait_until(lambda: "demo" in archive_page(), timeout=60)
+    finally:
+        board.terminate()
+        board.wait(20)
+        stop_server(tmp_path, env)
+
+
+def stop_server(cwd: Path, env: dict[str, str]) -> None:
+    """``emq server stop`` of ``cwd``'s folder, without asking (``--yes`` where it asks)."""
+    for extra in (["--yes"], []):
+        done = subprocess.run([sys.executable, "-m", "echomq", "server", "stop", *extra],
+                              cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+        if done.returncode != 2:  # 2: a usage error (no --yes): try without
+            assert done.returncode == 0, done.stdout + done.stderr
+            return

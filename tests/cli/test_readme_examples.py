@@ -9,7 +9,11 @@ the queue has nothing left to do; then the Consumer is stopped as a signal would
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -89,3 +93,76 @@ def test_every_python_block_of_the_readme_runs_as_written(readme_env: str) -> No
     restored = echomq.archive.Floor(".echomq/restored")
     assert len(restored.history("mail", namespace["ids"][0])) == 1
     conn.close()
+
+
+QUICK_START = "## Quick start: three terminals"
+
+
+def quick_start_blocks() -> list[tuple[str, str]]:
+    """The quick start's (commands, expected output) pairs, in the README's order."""
+    section = README.read_text().partition(QUICK_START)[2].partition("\n## ")[0]
+    return re.findall(r"^```sh\n(.*?)^```\s*^```text\n(.*?)^```", section, flags=re.S | re.M)
+
+
+def shown(text: str, folder: Path) -> str:
+    """``text`` as the README shows it: its folder, times, ports and pids are the README's."""
+    text = text.replace(str(folder), "/home/you/app")
+    text = re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}", "<time>", text)
+    text = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:<port>", text)
+    text = re.sub(r"^pid: \d+$", "pid: <pid>", text, flags=re.M)
+    return text.strip()
+
+
+def test_the_three_terminal_quick_start_runs_as_shown(tmp_path: Path) -> None:
+    """Issue 20, item 22: the server, a worker and a producer, each block run for real by
+    bash in a fresh folder with this tree's ``emq``, each output as the README shows it."""
+    blocks = quick_start_blocks()
+    assert len(blocks) == 3, blocks
+    (server, server_out), (worker, worker_out), (producer, producer_out) = blocks
+    folder = tmp_path / "app"
+    folder.mkdir()
+    bin_dir = Path(sys.executable).parent
+    assert (bin_dir / "emq").exists(), f"no emq script beside {sys.executable}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMQ_")}
+    env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", PYTHONPATH=str(ROOT))
+
+    def bash(commands: str) -> str:
+        done = subprocess.run(["bash", "-ec", commands], cwd=folder, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout + done.stderr
+
+    assert shown(bash(server), folder) == shown(server_out, folder)
+    lines: list[str] = []
+    running = subprocess.Popen(["bash", "-ec", worker], cwd=folder, env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    reader = threading.Thread(target=lambda: lines.extend(running.stdout or ()), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not any("consumer on 'mail'" in ln for ln in lines):
+            assert running.poll() is None and time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.05)
+        enqueue, status = [ln for ln in producer.splitlines() if ln.startswith("emq ")]
+        said = bash(enqueue)
+        expected_worker = shown(worker_out, folder).splitlines()
+        while len(lines) < len(expected_worker):  # the job ran: the worker said so
+            assert time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.05)
+        said += bash(status)
+        assert shown(said, folder) == shown(producer_out, folder)
+        assert shown("".join(lines), folder).splitlines() == expected_worker
+    finally:
+        os.killpg(running.pid, signal.SIGINT)  # Ctrl-C in terminal 2
+        running.wait(30)
+        reader.join(10)
+        if running.stdout is not None:
+            running.stdout.close()
+        for extra in (["--yes"], []):  # `emq server stop` (--yes where it asks first)
+            stop = subprocess.run(["emq", "server", "stop", *extra], cwd=folder, env=env,
+                                  capture_output=True, text=True, timeout=60)
+            if stop.returncode != 2:
+                break
+    assert running.returncode == 0, "".join(lines)
+    assert stop.returncode == 0, stop.stdout + stop.stderr

@@ -31,6 +31,20 @@ def test_a_malformed_url_fails_naming_it() -> None:
         echomq.connect("ftp://nowhere")
 
 
+@pytest.mark.parametrize("tail, says", [
+    ("/\u0663", "the db in the path must be a number"),  # redis-py: db 3
+    ("/\u00b2", "the db in the path must be a number"),  # redis-py: db 0, silently
+    ("/0?db=\u0663", "db must be a number"),
+    ("/0?socket_timeout=\u0661", "socket_timeout must be a number"),
+])
+def test_a_number_in_the_url_is_ascii_digits(tail: str, says: str) -> None:
+    """Issue 20, item 17: the db and every numeric option of a URL are the digits they
+    look like, or the URL is refused in one line (never another db, silently)."""
+    url = closed_url().removesuffix("/0") + tail
+    with pytest.raises(echomq.ConnectionFailed, match=says):
+        echomq.connect(url)
+
+
 def test_without_the_check_the_first_verb_fails_instead() -> None:
     conn = echomq.connect(closed_url(), check=False)
     try:

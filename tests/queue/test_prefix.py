@@ -3,15 +3,22 @@ server are two deployments that never see each other's jobs."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
+from click.testing import CliRunner
 
 import echomq
 from echomq.archive import Driver, declare, is_declared
+from echomq.cli import main
 from echomq.queue.connection import Connection, connect
+from echomq.queue.embedded import EmbeddedValkey
 from echomq.queue.keys import Keys
+from echomq.worker import Consumer
+from tests.support.waits import wait_until
 
 
 @pytest.fixture
@@ -108,3 +115,77 @@ def test_the_command_line_takes_a_prefix(server_url: str, queue: str) -> None:
         assert echomq.counts(default, queue).pending == 0
     finally:
         default.close()
+
+
+README_ACL = ("on >{password} resetkeys ~{prefix}:* resetchannels &{prefix}:* "
+              "+@all -@dangerous +info")
+"""The README's ACL for one tenant (``ACL SETUSER tenant-a ...``): its keys, its channels,
+no dangerous command but INFO (the functions library reads the server's version)."""
+
+
+@pytest.mark.parametrize("nested", ["tenant-a:eu", "tenant-a:eu:west"])
+def test_a_nested_prefix_is_refused(nested: str) -> None:
+    """Issue 20, item 17: ``tenant-a:eu``'s keys matched ``tenant-a``'s ACL ``~tenant-a:*``."""
+    with pytest.raises(echomq.InvalidKey, match="must not nest"):
+        connect("redis://127.0.0.1:1", prefix=nested, check=False)
+    with pytest.raises(echomq.InvalidKey, match="must not nest"):
+        Keys("q", nested)
+    done = CliRunner().invoke(main, ["--url", "redis://127.0.0.1:1/0", "--prefix", nested,
+                                     "status"])
+    assert done.exit_code == 1 and "must not nest" in done.output, done.output
+
+
+def _worked_off(conn: Connection, queue: str) -> list[str]:
+    """What a Consumer on ``queue`` ran before it found nothing more to do."""
+    done: list[str] = []
+    consumer = Consumer(conn, queue, lambda job: done.append(job.id), poll_ms=50)
+    runner = threading.Thread(target=consumer.run, kwargs={"install_signals": False})
+    runner.start()
+    try:
+        wait_until(lambda: bool(done), timeout=20)
+    finally:
+        consumer.stop()
+        runner.join(20)
+    return done
+
+
+def test_the_readme_acl_holds_one_tenant_and_nothing_else(private_server: EmbeddedValkey) -> None:
+    """A real ACL user per tenant, as the README sets them up: each runs jobs on both
+    executors under its own prefix, and cannot read or write another tenant's keys."""
+    admin = redis.Redis(host=private_server.host, port=private_server.port,
+                        decode_responses=True)
+    where = f"{private_server.host}:{private_server.port}/0"
+    for tenant in ("tenant-a", "tenant-b"):
+        admin.execute_command("ACL", "SETUSER", tenant, *README_ACL.format(
+            password=f"pw-{tenant}", prefix=tenant).split())
+    url_a = f"redis://tenant-a:pw-tenant-a@{where}"
+    b = connect(f"redis://tenant-b:pw-tenant-b@{where}", prefix="tenant-b")
+    echomq.add(b, "billing", {"secret": "b"}, job_id="invoice-42")
+    for executor in ("scripts", "functions"):
+        a = connect(url_a, executor, prefix="tenant-a")  # type: ignore[arg-type]
+        try:
+            declare(a, "billing")
+            echomq.add(a, "billing", {"n": executor}, job_id=executor)
+            assert _worked_off(a, "billing") == [executor]
+            assert echomq.queues(a) == ["billing"]
+        finally:
+            a.close()
+    # tenant-a, through the library under tenant-b's prefix or by hand: refused
+    stolen = connect(url_a, prefix="tenant-b")
+    raw = redis.Redis.from_url(url_a, decode_responses=True)
+    try:
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            echomq.get_job(stolen, "billing", "invoice-42")
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            echomq.add(stolen, "billing", {"n": "forged"})
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            raw.hgetall(b.keys("billing").job("invoice-42"))
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            raw.flushall()
+    finally:
+        stolen.close()
+        raw.close()
+    assert echomq.counts(b, "billing").pending == 1
+    assert echomq.get_job(b, "billing", "invoice-42").payload == {"secret": "b"}  # type: ignore[union-attr]
+    b.close()
+    admin.close()

@@ -7,6 +7,9 @@ is captured from the real logger while the server is away.
 from __future__ import annotations
 
 import logging
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +23,7 @@ import echomq
 from echomq.jobs.consumer import Consumer
 from echomq.queue.connection import redact_url
 from echomq.queue.embedded import EmbeddedValkey
+from tests.support import ROOT
 from tests.support.waits import wait_until
 
 PASSWORD = "hunter2-Zq8xw"
@@ -131,7 +135,72 @@ def test_the_consumers_reconnect_warning_does_not_show_the_password(
     ("redis://h/0?db=1&PassWord=zz", "redis://h/0?db=1&PassWord=***"),
     ("redis://user@h/0", "redis://user@h/0"),
     ("redis://h:1/0", "redis://h:1/0"),
+    # issue 20, item 15: every query parameter whose name holds pass, secret or token
+    ("rediss://u:pw@h:1/0?ssl_password=kp&ssl_ca_certs=/ca.pem",
+     "rediss://u:***@h:1/0?ssl_password=***&ssl_ca_certs=/ca.pem"),
+    ("redis://h/0?ssl_keyfile_password=kp;db=1", "redis://h/0?ssl_keyfile_password=***;db=1"),
+    ("redis://h/0?db=1&client_secret=s1&Auth_Token=t1&x=2",
+     "redis://h/0?db=1&client_secret=***&Auth_Token=***&x=2"),
+    ("redis://h/0?ssl%5Fpassword=kp", "redis://h/0?ssl%5Fpassword=***"),
+    ("redis://h/0?db=0&password=a#b?c", "redis://h/0?db=0&password=***"),
+    ("unix:///run/emq/valkey.sock?password=pw&db=0", "unix:///run/emq/valkey.sock?password=***&db=0"),
+    ("unix:///run/emq/valkey.sock?db=0&password=pw", "unix:///run/emq/valkey.sock?db=0&password=***"),
+    ("unix://u:pw@/run/emq/valkey.sock?token=t", "unix://u:***@/run/emq/valkey.sock?token=***"),
+    ("redis+sentinel://u:pw@h1:26379,h2/svc/0?sentinel_password=sp&ssl_password=kp",
+     "redis+sentinel://u:***@h1:26379,h2/svc/0?sentinel_password=***&ssl_password=***"),
+    ("h:1/0?password=pw", "h:1/0?password=***"),
 ])
 def test_redaction_hides_every_password_form(url: str, shown: str) -> None:
     assert redact_url(url) == shown
     assert redact_url(shown) == shown  # idempotent: redacting twice changes nothing
+
+
+def _emq(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "echomq", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("url", [
+    # unreachable, with a client key's password: the error names the URL, redacted
+    "rediss://u:{pw}@127.0.0.1:1/0?ssl_password={kp}",
+    # ssl_password on redis:// is an option redis-py refuses: one line, not a traceback
+    "redis://u:{pw}@127.0.0.1:1/0?ssl_password={kp}",
+    "unix:///nonexistent/emq/valkey.sock?password={pw}&client_token={kp}",
+])
+def test_emq_status_on_a_url_it_cannot_use_shows_no_secret(url: str) -> None:
+    """Issue 20, item 15: ``ssl_password=`` (and any other secret of the query) was printed
+    as given in the one-line error."""
+    done = _emq("--url", url.format(pw=PASSWORD, kp=WRONG), "status")
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert PASSWORD not in out and WRONG not in out, out
+    assert "Traceback" not in out and len(out.strip().splitlines()) == 1, out
+    assert out.startswith("Error: ") and "***" in out, out
+
+
+def test_the_workers_start_line_names_its_server_without_the_secrets(
+        auth_server: EmbeddedValkey, queue: str) -> None:
+    """The worker's start line (a real ``emq worker`` process, its real log) says where it
+    works, every secret of the URL hidden."""
+    url = (f"redis://default:{PASSWORD}@{auth_server.host}:{auth_server.port}/0"
+           f"?password={PASSWORD}")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "echomq", "--url", url, "worker", "tests.support.workers:slow",
+         "--queue", queue], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True)
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if "consumer on" in line:
+                break
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=30)
+    out = "".join(lines) + rest
+    start = [ln for ln in lines if "consumer on" in ln]
+    assert start, out
+    assert f"at redis://default:***@{auth_server.host}:{auth_server.port}/0?password=***" in (
+        start[0]), out
+    assert PASSWORD not in out, out

@@ -77,6 +77,12 @@ def test_connect_by_the_sentinel_url_runs_jobs(
     ("redis+sentinel://127.0.0.1:26379/svc/zero", "db must be a number"),
     ("redis+sentinel://127.0.0.1:26379/svc?colour=blue", "unknown option"),
     ("redis+sentinel://127.0.0.1/svc?ssl_ca_certs=/ca.pem", "need rediss\\+sentinel"),
+    # issue 20, item 17: ASCII digits only ("2٣" was port 23, "²" a raw ValueError)
+    ("redis+sentinel://h1:2\u0663/svc", "bad port '2\u0663'"),
+    ("redis+sentinel://h1:26379,h2:\u00b2/svc", "bad port '\u00b2'"),
+    ("redis+sentinel://h1/svc/\u0663", "db must be a number"),
+    ("redis+sentinel://h1/svc/\u00b2", "db must be a number"),
+    ("redis+sentinel://h1/svc?db=\u0661", "db must be a number"),
 ])
 def test_a_bad_sentinel_url_is_refused_before_the_wire(url: str, says: str) -> None:
     with pytest.raises(echomq.InvalidArgument, match=says):
