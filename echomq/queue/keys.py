@@ -199,7 +199,8 @@ class Keys:
 
     @cached_property
     def groups(self) -> str:
-        """Every group that has ever had a job (the set ``counts`` walks for lane sizes)."""
+        """The groups whose lane holds jobs (the set ``counts`` walks for lane sizes): a
+        group joins with its lane's first job and leaves in the call that empties it."""
         return self._key("groups")
 
     @cached_property

@@ -44,10 +44,25 @@ local function emq_release_slot(p, g)
   emq_ring_offer(p, g)
 end
 
+-- The `groups` set holds exactly the groups whose lane has jobs (what counts() and the
+-- listings walk for lane sizes): a group joins it here, with its lane's first job, and
+-- leaves it in the same call that empties its lane (claim, remove_job, drain: through
+-- emq_lane_left), so it stays bounded by the live groups, not by every group ever seen.
+
+-- after a lane lost jobs: when it is empty, its group leaves `groups` (the ring is the
+-- caller's: claim already popped the group, so no O(ring) LREM on the hot path).
+-- Returns true when the lane still has jobs.
+local function emq_lane_left(p, g)
+  if redis.call('ZCARD', p .. 'lane:' .. g) > 0 then return true end
+  redis.call('SREM', p .. 'groups', g)
+  return false
+end
+
 -- make an id claimable: the pending set, or its lane (and the ring) when grouped
 local function emq_make_pending(p, id, score, g)
   if g then
     redis.call('ZADD', p .. 'lane:' .. g, score, id)
+    redis.call('SADD', p .. 'groups', g)
     emq_ring_offer(p, g)
   else
     redis.call('ZADD', p .. 'pending', score, id)
@@ -204,10 +219,7 @@ local function emq_add_job(p, scheduled, id, body, delay, priority, max_attempts
   if name ~= '' then redis.call('HSET', jk, 'name', name) end
   if trace and trace ~= '' then redis.call('HSET', jk, 'traceparent', trace) end
   if replay_of and replay_of ~= '' then redis.call('HSET', jk, 'replay_of', replay_of) end
-  if g then
-    redis.call('HSET', jk, 'group', g)
-    redis.call('SADD', p .. 'groups', g)
-  end
+  if g then redis.call('HSET', jk, 'group', g) end
   if delay > 0 then
     redis.call('ZADD', scheduled, now + delay, id)
   else
