@@ -198,6 +198,13 @@ class Keys:
         return self._key("glimits")
 
     @cached_property
+    def foreign(self) -> str:
+        """Outcome-stream entries a settle set aside: written by someone else with an id
+        ahead of the server clock (JSON per entry; read by an operator, reported by the
+        archive driver, removed with the queue)."""
+        return self._key("foreign")
+
+    @cached_property
     def groups(self) -> str:
         """The groups whose lane holds jobs (the set ``counts`` walks for lane sizes): a
         group joins with its lane's first job and leaves in the call that empties it."""
