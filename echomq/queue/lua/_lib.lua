@@ -108,6 +108,10 @@ end
 -- clock by more than EMQ_AHEAD_MS is set aside by the settle that meets it (moved to the
 -- list `foreign`, the archive driver reports it and never folds such an id). A last id
 -- ahead by less is taken for a clock step back: the entry goes after it ('*'), as ever.
+-- Why not record into a side stream instead: the archive keeps ONE checkpoint per queue,
+-- an id; a second stream's ids cannot be ordered with the first's, and a folded id from
+-- the future would leave every later outcome behind the checkpoint. One stream whose ids
+-- follow the server clock keeps "settled means recorded, at its time" true.
 local EMQ_AHEAD_MS = 60000
 
 -- the millisecond part of a stream id (a float past 2^53: only ever compared)
