@@ -84,6 +84,10 @@ log = logging.getLogger(__name__)
 _REDIS_FAILED = (redis.RedisError, ConnectionFailed)
 """A Redis failure: a raw client's, or one the executor (the fold lease's scripts) named."""
 
+_OURS = frozenset(("job", "outcome", "attempts", "at"))
+"""Fields every entry EchoMQ writes has (``emq_record`` in queue/lua/_lib.lua); an entry
+without one is quarantined, so counting them among the quarantined finds them all."""
+
 CRASH_POINTS = ("after_floor_commit", "during_upload", "before_manifest", "after_upload",
                 "before_trim", "after_trim")
 """Where ``hook(name)`` is called; tests kill the driver at each to prove convergence."""
@@ -99,7 +103,8 @@ class FoldReport(ArchiveReport):
     holding its lease, when one does).
 
     Entries EchoMQ did not write: ``foreign`` counts those this fold took that lack
-    its fields (``job``, ``outcome``; quarantined, kept exactly), ``ahead`` those left in
+    a field it always writes (``job``, ``outcome``, ``attempts``, ``at``; quarantined,
+    kept exactly), ``ahead`` those left in
     the stream because their ids are ahead of the server clock (never folded: see
     :mod:`echomq.archive.stream_checks`), ``set_aside`` those settles have moved to the
     queue's ``foreign`` list so far."""
@@ -473,9 +478,9 @@ class Driver(StreamChecks, UploadSteps):
             tally.counts["slices"] += 1
             tally.counts["entries"] += added[0] + added[1]
             tally.counts["quarantined"] += added[1]
-            if added[1]:  # EchoMQ writes job and outcome on every entry
+            if added[1]:  # quarantined: foreign when it lacks a field EchoMQ always writes
                 tally.counts["foreign"] += sum(1 for _, f, _ in content.items
-                                               if "job" not in f or "outcome" not in f)
+                                               if not _OURS.issubset(f))
         self._at("after_floor_commit")
 
     # -- the folded mark ------------------------------------------------------------------
