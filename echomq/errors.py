@@ -54,7 +54,7 @@ class WaitTimeout(EchoMQError, TimeoutError):
         self.queue, self.job_id, self.timeout_s = queue, job_id, timeout_s
 class QueueBusy(EchoMQError):
     """A queue-wide operation met work it must not destroy: ``obliterate`` while jobs are
-    active, or an ``add`` while the queue is being obliterated."""
+    active, or an ``add`` or a ``resume`` while the queue is being obliterated."""
 
 
 class HistoryNotArchived(QueueBusy):

@@ -84,6 +84,10 @@ log = logging.getLogger(__name__)
 _REDIS_FAILED = (redis.RedisError, ConnectionFailed)
 """A Redis failure: a raw client's, or one the executor (the fold lease's scripts) named."""
 
+_OURS = frozenset(("job", "outcome", "attempts", "at"))
+"""Fields every entry EchoMQ writes has (``emq_record`` in queue/lua/_lib.lua); an entry
+without one is quarantined, so counting them among the quarantined finds them all."""
+
 CRASH_POINTS = ("after_floor_commit", "during_upload", "before_manifest", "after_upload",
                 "before_trim", "after_trim")
 """Where ``hook(name)`` is called; tests kill the driver at each to prove convergence."""
@@ -96,7 +100,14 @@ class FoldReport(ArchiveReport):
     ``pulled`` counts slices taken from the remote (another driver folded them),
     ``dropped`` this floor's unuploaded slices that another driver's replaced. A queue
     ``fold_declared`` left alone has ``skipped`` (why) and ``held_by`` (the driver
-    holding its lease, when one does)."""
+    holding its lease, when one does).
+
+    Entries EchoMQ did not write: ``foreign`` counts those this fold took that lack
+    a field it always writes (``job``, ``outcome``, ``attempts``, ``at``; quarantined,
+    kept exactly), ``ahead`` those left in
+    the stream because their ids are ahead of the server clock (never folded: see
+    :mod:`echomq.archive.stream_checks`), ``set_aside`` those settles have moved to the
+    queue's ``foreign`` list so far."""
 
     uploaded: int = 0
     pulled: int = 0
@@ -108,13 +119,16 @@ class FoldReport(ArchiveReport):
     trim_refused: str | None = None
     skipped: str | None = None
     held_by: str | None = None
+    foreign: int = 0
+    ahead: int = 0
+    set_aside: int = 0
 
 
 class _Tally:
     def __init__(self, queue: str) -> None:
         self.queue = queue
         self.counts = dict.fromkeys(("entries", "quarantined", "slices", "uploaded", "pulled",
-                                     "dropped", "trimmed"), 0)
+                                     "dropped", "trimmed", "foreign", "ahead", "set_aside"), 0)
         self.started = time.perf_counter()
         self.trim_refused: str | None = None
         self.trimmed_through: str | None = None
@@ -253,7 +267,9 @@ class Driver(StreamChecks, UploadSteps):
     def _fold_slices(self, keys: Keys, queue: str, lease: FoldLease, tally: _Tally) -> None:
         """Repair what an earlier fold left (upload, trim), then fold slice by slice."""
         try:
-            end = self._stream_end(keys, queue)
+            bound = self.clock_bound(keys)
+            end = self._stream_end(keys, queue, bound)
+            tally.counts["ahead"], tally.counts["set_aside"] = self.foreign_counts(keys, bound)
             self._mark(queue, lease, tally)  # repairs a mark an earlier fold did not record
             manifest = self._sync(queue, lease, tally) if self.remote is not None else None
             self._check_gap(keys, queue, lease)
@@ -466,6 +482,9 @@ class Driver(StreamChecks, UploadSteps):
             tally.counts["slices"] += 1
             tally.counts["entries"] += added[0] + added[1]
             tally.counts["quarantined"] += added[1]
+            if added[1]:  # quarantined: foreign when it lacks a field EchoMQ always writes
+                tally.counts["foreign"] += sum(1 for _, f, _ in content.items
+                                               if not _OURS.issubset(f))
             if self.progress is not None:
                 self.progress(content.meta.queue, added[0] + added[1])
         self._at("after_floor_commit")

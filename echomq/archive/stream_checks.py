@@ -4,6 +4,12 @@ Before anything is trimmed the driver makes sure the stream still continues the 
 history: it was not recreated or rolled back below the checkpoint (:class:`StreamRewound`),
 and no entry after the checkpoint left it unfolded, trimmed or deleted by someone else
 (:class:`StreamGap`, recorded in the floor until an operator acknowledges it).
+
+Other writers may add entries with any id. One ahead of the server clock by more than
+:data:`AHEAD_MS` is never EchoMQ's (its settles write ids of their own millisecond), and
+folding it would move the checkpoint past every outcome still to come: the fold stops
+before it and reports it (``ahead``); the next settle sets it aside (the queue's
+``foreign`` list, ``_lib.lua``'s ``emq_set_aside``), and the fold reports those too.
 """
 
 from __future__ import annotations
@@ -17,11 +23,16 @@ from echomq.archive.entries import MAX_U64, id_key, id_lt, parse_stream_id
 from echomq.archive.floor import Floor, GapBaseline
 from echomq.archive.fold_lease import FoldLease
 from echomq.archive.slices import ZERO_ID
-from echomq.archive.stream_read import read_ids, stream_info
+from echomq.archive.stream_read import last_id_through, read_ids, stream_info
 from echomq.errors import StreamGap, StreamRewound
+from echomq.queue.cluster import slot_ms
 from echomq.queue.keys import Keys
 
 log = logging.getLogger("echomq.archive.driver")
+
+AHEAD_MS = 60_000
+"""How far ahead of the server clock an id may be and still be folded: the settle
+scripts' ``EMQ_AHEAD_MS`` (queue/lua/_lib.lua), beyond which they set an entry aside."""
 
 
 class StreamChecks:
@@ -30,8 +41,18 @@ class StreamChecks:
     redis: redis.Redis
     floor: Floor
 
-    def _stream_end(self, keys: Keys, queue: str) -> str | None:
-        """The last id in the stream now (None: empty). Refuses a stream whose last
+    def clock_bound(self, keys: Keys) -> str:
+        """The last id a fold may take now: the server's clock plus :data:`AHEAD_MS`."""
+        return f"{slot_ms(self.redis, keys.completions) + AHEAD_MS}-{MAX_U64}"
+
+    def foreign_counts(self, keys: Keys, bound: str) -> tuple[int, int]:
+        """(entries in the stream past ``bound``, entries settles set aside so far)."""
+        ahead = len(read_ids(self.redis, keys.completions, f"({bound}", 100_000))
+        return ahead, int(self.redis.llen(keys.foreign))
+
+    def _stream_end(self, keys: Keys, queue: str, bound: str | None = None) -> str | None:
+        """The last id in the stream now (None: empty), at or before ``bound`` when given
+        (:meth:`clock_bound`). Refuses a stream whose last
         generated id went below the floor's checkpoint (recreated, or rolled back by a
         failover): trimming it by id would remove entries the archive never saw."""
         info = stream_info(self.redis, keys.completions)
@@ -46,7 +67,10 @@ class StreamChecks:
                 "is folded or trimmed until an operator checks it."
             )
         last = info.get("last-entry")
-        return str(last[0]) if last else None
+        end = str(last[0]) if last else None
+        if end is not None and bound is not None and id_lt(bound, end):
+            end = last_id_through(self.redis, keys.completions, bound)
+        return end
 
     def _check_gap(self, keys: Keys, queue: str, lease: FoldLease | None = None) -> None:
         """Stop with :class:`StreamGap` (recorded in the floor) when entries after the

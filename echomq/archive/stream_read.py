@@ -205,6 +205,12 @@ def read_ids(client: Any, key: str, lo: str, count: int, hi: str = "+") -> list[
     return [_text(entry[0]) for entry in reply or ()]
 
 
+def last_id_through(client: Any, key: str, hi: str) -> str | None:
+    """The id of the last entry at or before ``hi`` (None: none), fields never decoded."""
+    reply = client.execute_command("XREVRANGE", key, hi, "-", "COUNT", 1, **UNDECODED)
+    return _text(reply[0][0]) if reply else None
+
+
 def stream_info(client: Any, key: str) -> dict[str, Any] | None:
     """``XINFO STREAM`` of ``key`` (None when there is no stream), its first and last
     entries decoded like :func:`read_range`'s."""

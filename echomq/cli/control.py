@@ -73,7 +73,8 @@ def pause(ctx: click.Context, queue: str, as_json: bool) -> None:
 @click.pass_context
 def resume(ctx: click.Context, queue: str, as_json: bool) -> None:
     """Let a paused QUEUE hand out jobs again (idle Consumers wake at once). Refuses a
-    bad queue name."""
+    bad queue name, and a queue an obliterate is taking apart (obliterate it again to
+    finish)."""
     with as_click_error():
         changed = echomq.resume(connect(ctx), queue)
     emit({"queue": queue, "paused": False, "changed": changed} if as_json else

@@ -60,7 +60,8 @@ def obliterate(conn: Connection, queue: str, *, force: bool = False) -> int:
     (a forced worker's settle then finds no job).
 
     While it runs the queue is paused (claim hands out nothing) and marked: an ``add``
-    raises ``QueueBusy`` rather than land in a queue being taken apart. Once it returns
+    or a ``resume`` raises ``QueueBusy`` rather than land in (or hand out skeleton rows
+    of) a queue being taken apart. Once it returns
     the name is free, and an add starts a new, empty queue. Interrupted, the queue stays
     paused and marked: obliterate again to finish.
     """

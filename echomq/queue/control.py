@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from echomq.errors import InvalidArgument
+from echomq.errors import InvalidArgument, QueueBusy
 from echomq.queue import transitions, validate
 from echomq.queue.connection import Connection
 
@@ -21,8 +21,17 @@ def pause(conn: Connection, queue: str) -> bool:
 
 def resume(conn: Connection, queue: str) -> bool:
     """Let a paused queue hand out jobs again; publishes ``resumed`` and the ``added``
-    wakeup, so idle Consumers claim at once. Returns False when it was not paused."""
-    return transitions.toggled(conn.executor.run(*transitions.resume_call(conn.keys(queue))))
+    wakeup, so idle Consumers claim at once. Returns False when it was not paused.
+
+    Raises :class:`~echomq.errors.QueueBusy`, changing nothing, while an obliterate of
+    ``queue`` is under way or was interrupted (its rows are half gone): obliterate it
+    again to finish, then the name is free."""
+    try:
+        reply = conn.executor.run(*transitions.resume_call(conn.keys(queue)))
+    except QueueBusy as exc:
+        raise QueueBusy(f"resume {queue!r}: the queue is being obliterated (or an obliterate "
+                        "was interrupted); obliterate it again to finish") from exc
+    return transitions.toggled(reply)
 
 
 def is_paused(conn: Connection, queue: str) -> bool:

@@ -200,8 +200,16 @@ class Keys:
         return self._key("glimits")
 
     @cached_property
+    def foreign(self) -> str:
+        """Outcome-stream entries a settle set aside: written by someone else with an id
+        ahead of the server clock (JSON per entry; read by an operator, reported by the
+        archive driver, removed with the queue)."""
+        return self._key("foreign")
+
+    @cached_property
     def groups(self) -> str:
-        """Every group that has ever had a job (the set ``counts`` walks for lane sizes)."""
+        """The groups whose lane holds jobs (the set ``counts`` walks for lane sizes): a
+        group joins with its lane's first job and leaves in the call that empties it."""
         return self._key("groups")
 
     @cached_property

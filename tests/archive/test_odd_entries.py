@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from echomq.archive import Driver, Floor, S3Remote, restore
+import echomq
+from echomq.archive import Driver, Floor, S3Remote, declare, restore
 from echomq.cli.app import main
 from tests.support.archive import floor_ids
 from tests.support.recorder import Recorder
@@ -167,3 +168,66 @@ def test_a_field_named_twice_is_quarantined_with_both_values(rec: Recorder,
                                  "result\x00#2": "second", "attempts": "1",
                                  "at": "1700000000700"}
     assert rec.conn.redis.xlen(rec.key) == 0
+
+
+LARGEST = "18446744073709551615-18446744073709551615"
+FUTURE = "4102444800000-0"  # 2100-01-01: ahead of any server clock
+"""Ids another writer may give its entries: the largest one exhausts the stream (every
+later XADD is refused), a far-future one drags every later '*' id to 2100."""
+
+
+def _settle(conn: echomq.Connection, queue: str, n: int, *, dead: int = 0) -> list[str]:
+    """``n`` jobs run through the public verbs, the first ``dead`` of them dead-lettered."""
+    ids = echomq.add_many(conn, queue, [{"n": i} for i in range(n)], max_attempts=1)
+    for i, job in enumerate(echomq.claim(conn, queue, lease_ms=60_000, count=n)):
+        if i < dead:
+            assert echomq.fail(conn, queue, job.id, job.token, "boom") == "dead"
+        else:
+            echomq.complete(conn, queue, job.id, job.token, i)
+    return ids
+
+
+def test_an_outside_xadd_of_the_largest_id_never_wedges_a_settle_and_nothing_is_lost(
+        conn: echomq.Connection, queue: str, tmp_path: Path) -> None:
+    """Both executors: before, every settle after it failed ('The stream has exhausted
+    the last possible ID') and its job stayed active."""
+    declare(conn, queue)
+    keys = conn.keys(queue)
+    first = _settle(conn, queue, 3)
+    conn.redis.xadd(keys.completions, {"f": "v"}, id=LARGEST)
+    later = _settle(conn, queue, 4, dead=1)
+    assert echomq.counts(conn, queue) == echomq.Counts(0, 0, 0, 6, 1)
+    for job_id in first + later:  # every row names its entry, an id of its settle's time
+        job = echomq.get_job(conn, queue, job_id)
+        assert job is not None and job.state in ("completed", "dead")
+        assert conn.redis.hget(keys.job(job_id), "entry") in [
+            sid for sid, _ in conn.redis.xrange(keys.completions)]
+    aside = [json.loads(e) for e in conn.redis.lrange(keys.foreign, 0, -1)]
+    assert [(e["id"], e["fields"]) for e in aside] == [(LARGEST, ["f", "v"])]
+
+    with Driver(conn, tmp_path / "floor") as driver:
+        report = driver.fold(queue)
+        assert (report.entries, report.quarantined, report.error) == (7, 0, None)
+        assert (report.ahead, report.set_aside, report.trimmed) == (0, 1, 7)
+        assert {e.job_id for e in driver.floor.entries(queue)} == set(first + later)
+        _settle(conn, queue, 2)  # the stream takes entries as ever
+        assert driver.fold(queue).entries == 2
+
+
+def test_the_fold_reports_foreign_entries_and_never_folds_an_id_from_the_future(
+        rec: Recorder, tmp_path: Path) -> None:
+    conn, keys = rec.conn, rec.conn.keys(rec.queue)
+    _settle(conn, rec.queue, 2)
+    conn.redis.xadd(keys.completions, {"source": "someone else"})  # lacks our fields
+    conn.redis.xadd(keys.completions, {"f": "v"}, id=FUTURE)
+    with Driver(conn, tmp_path / "floor") as driver:
+        report = driver.fold(rec.queue)
+        assert (report.entries, report.quarantined, report.foreign) == (3, 1, 1)
+        assert (report.ahead, report.set_aside) == (1, 0)
+        checkpoint = report.checkpoint
+        assert checkpoint != FUTURE and conn.redis.xlen(keys.completions) == 1
+        _settle(conn, rec.queue, 2)  # sets the future entry aside, records at its time
+        report = driver.fold(rec.queue)
+        assert (report.entries, report.foreign, report.ahead, report.set_aside) == (2, 0, 0, 1)
+        assert not report.checkpoint.startswith("4102444800000")
+        assert conn.redis.xlen(keys.completions) == 0

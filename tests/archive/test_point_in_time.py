@@ -166,3 +166,21 @@ def test_emq_archive_restore_until(rconn: echomq.Connection, queue: str, seaweed
     assert out.exit_code == 0, out.output
     with Floor(tmp_path / "iso") as empty:
         assert empty.entries(queue) == []
+
+
+def test_an_outside_entry_from_the_future_never_makes_a_restore_drop_real_outcomes(
+        rconn: echomq.Connection, queue: str, weed_remote: S3Remote, tmp_path: Path) -> None:
+    """Another writer's XADD with an id in 2100: before, every later settle's entry took
+    an id after it, and a restore up to now dropped them all."""
+    declare(rconn, queue)
+    settle(rconn, queue, 4)
+    rconn.redis.xadd(rconn.keys(queue).completions, {"f": "v"}, id="4102444800000-0")
+    settle(rconn, queue, 6)
+    fold(rconn, queue, tmp_path / "floor", weed_remote)
+    now = server_ms(rconn.redis)
+    report = restore(weed_remote, tmp_path / "now", progress=False, until=now)[queue]
+    assert report.entries == 10
+    with Floor(tmp_path / "floor") as live, Floor(tmp_path / "now") as then:
+        assert len(live.audit(queue)) == 10
+        assert then.audit(queue) == live.audit(queue)
+        assert all(int(sid.partition("-")[0]) <= now for sid in floor_ids(then, queue))

@@ -188,6 +188,28 @@ def test_while_obliterate_runs_adds_are_refused_and_claims_get_nothing(
     assert echomq.counts(conn, queue).pending == 1
 
 
+def test_resume_is_refused_on_a_half_obliterated_queue_until_the_obliterate_finishes(
+    conn: Connection, queue: str,
+) -> None:
+    """Resumed midway, the queue handed out skeleton rows (ids whose rows were gone)."""
+    echomq.add_many(conn, queue, [{"n": i} for i in range(BULK_BATCH + 200)])
+    steps = obliterate_batches(conn, queue)
+    assert next(steps) == 0 and next(steps) > 0  # marked, one batch gone...
+    steps.close()  # ...then stopped: rows and set entries are half gone
+    assert 0 < len(keys_of(conn, queue)) < BULK_BATCH
+    with pytest.raises(echomq.QueueBusy, match=f"resume {queue!r}: .*being obliterated"):
+        echomq.resume(conn, queue)
+    assert echomq.is_paused(conn, queue)  # nothing changed
+    assert echomq.claim(conn, queue, lease_ms=LONG, count=1000) == []
+
+    echomq.obliterate(conn, queue)  # finishes the job
+    assert keys_of(conn, queue) == []
+    assert echomq.resume(conn, queue) is False  # a fresh, unpaused name: accepted
+    job_id = echomq.add(conn, queue, {"new": 1})
+    [job] = echomq.claim(conn, queue, lease_ms=LONG, count=10)
+    assert (job.id, job.payload) == (job_id, {"new": 1})
+
+
 def test_bad_names_are_refused_before_the_wire(conn: Connection) -> None:
     for verb in (echomq.drain, echomq.obliterate):
         with pytest.raises(echomq.InvalidKey):

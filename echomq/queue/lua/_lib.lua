@@ -44,10 +44,25 @@ local function emq_release_slot(p, g)
   emq_ring_offer(p, g)
 end
 
+-- The `groups` set holds exactly the groups whose lane has jobs (what counts() and the
+-- listings walk for lane sizes): a group joins it here, with its lane's first job, and
+-- leaves it in the same call that empties its lane (claim, remove_job, drain: through
+-- emq_lane_left), so it stays bounded by the live groups, not by every group ever seen.
+
+-- after a lane lost jobs: when it is empty, its group leaves `groups` (the ring is the
+-- caller's: claim already popped the group, so no O(ring) LREM on the hot path).
+-- Returns true when the lane still has jobs.
+local function emq_lane_left(p, g)
+  if redis.call('ZCARD', p .. 'lane:' .. g) > 0 then return true end
+  redis.call('SREM', p .. 'groups', g)
+  return false
+end
+
 -- make an id claimable: the pending set, or its lane (and the ring) when grouped
 local function emq_make_pending(p, id, score, g)
   if g then
     redis.call('ZADD', p .. 'lane:' .. g, score, id)
+    redis.call('SADD', p .. 'groups', g)
     emq_ring_offer(p, g)
   else
     redis.call('ZADD', p .. 'pending', score, id)
@@ -74,6 +89,96 @@ local function emq_job_body(jk, with_payload)
   return row[1], row[2]
 end
 
+-- stream id a <= b, compared as numbers (ms, then sequence): '10-0' sorts after '9-5'
+local function emq_id_le(a, b)
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  if not am or not bm then return false end
+  am, bm = tonumber(am), tonumber(bm)
+  if am ~= bm then return am < bm end
+  return tonumber(as) <= tonumber(bs)
+end
+
+-- Other writers may XADD to the outcome stream, with any id. One from the future (up to
+-- the largest, 18446744073709551615-18446744073709551615, which exhausts the stream)
+-- would push every later settle's entry to that id or refuse it ('The stream has
+-- exhausted the last possible ID'): jobs stuck active, or outcomes whose ids say a time
+-- they never had (a point-in-time restore then drops them). So an EchoMQ entry always
+-- gets an id of its settle's millisecond (`<now>-*`), and an entry ahead of the server
+-- clock by more than EMQ_AHEAD_MS is set aside by the settle that meets it (moved to the
+-- list `foreign`, the archive driver reports it and never folds such an id). A last id
+-- ahead by less is taken for a clock step back: the entry goes after it ('*'), as ever.
+-- Why not record into a side stream instead: the archive keeps ONE checkpoint per queue,
+-- an id; a second stream's ids cannot be ordered with the first's, and a folded id from
+-- the future would leave every later outcome behind the checkpoint. One stream whose ids
+-- follow the server clock keeps "settled means recorded, at its time" true.
+local EMQ_AHEAD_MS = 60000
+
+-- the millisecond part of a stream id (a float past 2^53: only ever compared)
+local function emq_id_ms(sid)
+  return tonumber(string.match(sid, '^(%d+)-'))
+end
+
+-- XINFO STREAM as a table
+local function emq_stream_info(key)
+  local raw = redis.call('XINFO', 'STREAM', key)
+  local info = {}
+  for i = 1, #raw, 2 do info[raw[i]] = raw[i + 1] end
+  return info
+end
+
+-- Set aside the entries of the stream `key` ahead of now + EMQ_AHEAD_MS: they go to the
+-- list `foreign` (JSON: id, fields, when), and the stream is rebuilt from the others,
+-- same ids, same order, entries-added less the ones set aside (the driver's count of
+-- lost entries stays true), its last id at the newest of: what it keeps, its last
+-- deletion, the archive's `folded` mark and `<now>-0` (never below what the driver
+-- folded). Costs one copy of what the stream holds, once per such foreign write.
+local function emq_set_aside(p, key, info, now)
+  local bound = now + EMQ_AHEAD_MS
+  local old = key .. ':rebuild'
+  redis.call('RENAME', key, old)
+  local last, kept, moved, start = nil, 0, 0, '-'
+  repeat
+    local batch = redis.call('XRANGE', old, start, '+', 'COUNT', 1000)
+    for _, e in ipairs(batch) do
+      if emq_id_ms(e[1]) > bound then
+        redis.call('RPUSH', p .. 'foreign', cjson.encode({id = e[1], fields = e[2], set_aside_at = now}))
+        moved = moved + 1
+      else
+        redis.call('XADD', key, e[1], unpack(e[2]))
+        last, kept = e[1], kept + 1
+      end
+    end
+    if #batch > 0 then start = '(' .. batch[#batch][1] end
+  until #batch < 1000
+  redis.call('DEL', old)
+  local deleted = info['max-deleted-entry-id']
+  if emq_id_ms(deleted) > bound then deleted = '0-0' end
+  local base = string.format('%d-0', now)
+  for _, sid in ipairs({last or '0-0', deleted, redis.call('HGET', p .. 'meta', 'folded') or '0-0'}) do
+    if emq_id_ms(sid) <= bound and not emq_id_le(sid, base) then base = sid end
+  end
+  if kept == 0 then redis.call('XADD', key, 'MAXLEN', '0', base, 'set_aside', moved) end
+  redis.call('XSETID', key, base, 'ENTRIESADDED', tonumber(info['entries-added']) - moved,
+    'MAXDELETEDID', deleted)
+end
+
+-- XADD one of EchoMQ's entries at its settle's millisecond (see EMQ_AHEAD_MS)
+local function emq_xadd(p, now, fields)
+  local key = p .. 'completions'
+  local at = string.format('%d-*', now)
+  local sid = redis.pcall('XADD', key, at, unpack(fields))
+  if type(sid) ~= 'table' then return sid end
+  -- the stream's last id is past this millisecond: a clock step back, or a foreign id
+  local info = emq_stream_info(key)
+  if emq_id_ms(info['last-generated-id']) > now + EMQ_AHEAD_MS then
+    emq_set_aside(p, key, info, now)
+    sid = redis.pcall('XADD', key, at, unpack(fields))
+    if type(sid) ~= 'table' then return sid end
+  end
+  return redis.call('XADD', key, '*', unpack(fields))
+end
+
 -- append one outcome to the outcome stream, inside the settling call; returns the
 -- entry's id, which the caller stores on the row (`entry`) so that retention can tell
 -- whether the archive has folded it. `started` is when the last attempt was claimed;
@@ -97,17 +202,7 @@ local function emq_record(p, id, outcome, result, attempts, now, created, starte
     fields[#fields + 1] = 'payload'
     fields[#fields + 1] = body
   end
-  return redis.call('XADD', p .. 'completions', '*', unpack(fields))
-end
-
--- stream id a <= b, compared as numbers (ms, then sequence): '10-0' sorts after '9-5'
-local function emq_id_le(a, b)
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  if not am or not bm then return false end
-  am, bm = tonumber(am), tonumber(bm)
-  if am ~= bm then return am < bm end
-  return tonumber(as) <= tonumber(bs)
+  return emq_xadd(p, now, fields)
 end
 
 -- retention's one rule: may a finished row be forgotten? On an undeclared queue always;
@@ -205,10 +300,7 @@ local function emq_add_job(p, scheduled, id, body, delay, priority, max_attempts
   if name ~= '' then redis.call('HSET', jk, 'name', name) end
   if trace and trace ~= '' then redis.call('HSET', jk, 'traceparent', trace) end
   if replay_of and replay_of ~= '' then redis.call('HSET', jk, 'replay_of', replay_of) end
-  if g then
-    redis.call('HSET', jk, 'group', g)
-    redis.call('SADD', p .. 'groups', g)
-  end
+  if g then redis.call('HSET', jk, 'group', g) end
   if delay > 0 then
     redis.call('ZADD', scheduled, now + delay, id)
   else

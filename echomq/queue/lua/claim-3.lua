@@ -4,6 +4,7 @@
   Returns: a flat list: the lease deadline (ms, server clock), then 3 entries per job:
     id, token (the new attempts), payload
   Ungrouped jobs and the ring's groups take turns; groups take turns in the ring.
+  A lane this call empties leaves `groups` in this call (emq_lane_left, _lib.lua).
   A paused queue (meta field `paused`, pause-1.lua) promotes due jobs, then answers {}.
   Native (functions): the row's lease_epoch is stamped with the server run id. ]]
 local p = ARGV[1]
@@ -39,9 +40,13 @@ else
     local g = redis.call('LPOP', p .. 'ring')
     if not g then return nil end
     local id = redis.call('ZPOPMIN', p .. 'lane:' .. g)[1]
-    if not id then return nil end
+    if not id then
+      emq_lane_left(p, g)
+      return nil
+    end
     redis.call('HINCRBY', p .. 'gactive', g, 1)
-    emq_ring_offer(p, g)
+    -- the lane's last job takes its group out of `groups`; else back of the ring
+    if emq_lane_left(p, g) then emq_ring_offer(p, g) end
     return id
   end
   local function from_pending()

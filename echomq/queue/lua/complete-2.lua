@@ -12,7 +12,11 @@
   told on the job-events channel as 'completed' or 'cancelled'.
   A cancelled job is a completion whose result is 'cancelled:<reason>'.
   Metrics: metrics:finished counts each outcome ('completed', 'cancelled'), and
-  metrics:run / metrics:wait get the attempt's run and wait times (see _lib.lua). ]]
+  metrics:run / metrics:wait get the attempt's run and wait times (see _lib.lua).
+  Recording never fails on what other writers put in the stream: each entry's id is of
+  this call's millisecond, and an outside entry with an id from the future (up to the
+  largest, which would refuse every XADD) is first set aside to `foreign` (emq_xadd,
+  _lib.lua), so a settled job is never missing from the recorded history. ]]
 local p = ARGV[1]
 local now = emq_now()
 local ids = {}

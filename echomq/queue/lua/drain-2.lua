@@ -2,10 +2,12 @@
   scheduled jobs: their rows and their set entries, at most `budget` per call.
   KEYS[1] pending   KEYS[2] scheduled
   ARGV[1] queue base   ARGV[2] budget (rows deleted + lanes visited, at most 1000)
-  ARGV[3] where to go on: 'pending' (the start), 'lanes:<SSCAN cursor of groups>:<lanes
-          of that batch already emptied>', 'scheduled'   ARGV[4] '1' = scheduled jobs go too
+  ARGV[3] where to go on: 'pending' (the start), 'lanes:<SSCAN cursor of groups>:<skip>'
+          (skip is 0 now: emptied lanes leave the set; an older call's count is honoured),
+          'scheduled'   ARGV[4] '1' = scheduled jobs go too
   Returns: {jobs removed by this call, where the next call goes on ('done': nothing left)}.
-  A lane this call empties leaves the ring. Active, completed and dead jobs are untouched:
+  A lane this call empties leaves the ring and `groups` (so a group with no job left is
+  forgotten; an old queue's stale members go on a drain's pass, too). Active, completed and dead jobs are untouched:
   an active grouped job settles as usual and its group finds an empty lane. ]]
 local p = ARGV[1]
 local budget = tonumber(ARGV[2])
@@ -42,12 +44,13 @@ if string.sub(pos, 1, 6) == 'lanes:' then
       if i > skip then
         local lane = p .. 'lane:' .. g
         local took = take(lane)
-        local left = redis.call('ZCARD', lane)
-        if took > 0 and left == 0 then redis.call('LREM', p .. 'ring', 0, g) end
+        local left = emq_lane_left(p, g)  -- an emptied lane leaves `groups` now
+        if took > 0 and not left then redis.call('LREM', p .. 'ring', 0, g) end
         budget = budget - 1  -- a lane visited counts against the budget too
         if budget <= 0 then
-          if left == 0 then return {removed, 'lanes:' .. cursor .. ':' .. i} end
-          return {removed, 'lanes:' .. cursor .. ':' .. (i - 1)}
+          -- the lanes this batch emptied left the set: the same cursor, rescanned, holds
+          -- only the lanes not visited yet (and this one, when it still has jobs)
+          return {removed, 'lanes:' .. cursor .. ':0'}
         end
       end
     end

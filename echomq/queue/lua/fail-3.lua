@@ -15,7 +15,11 @@
   mark), the job is told on the job-events channel: 'failed' (a retry is scheduled)
   or 'dead', with the error as the reason. Metrics: metrics:finished counts 'retried' (a
   retry is scheduled) or 'dead'; metrics:run / metrics:wait get the attempt's times (see
-  _lib.lua). ]]
+  _lib.lua).
+  Recording never fails on what other writers put in the stream: each entry's id is of
+  this call's millisecond, and an outside entry with an id from the future (up to the
+  largest, which would refuse every XADD) is first set aside to `foreign` (emq_xadd,
+  _lib.lua), so a settled job is never missing from the recorded history. ]]
 local p = ARGV[1]
 local id = ARGV[2]
 local jk = p .. 'job:' .. id

@@ -4,6 +4,7 @@
   a cancel, which must never delete a job that finished since it looked)
   Returns: 1 removed   -1 no such row   -4 in a state that cannot be removed (active;
   completed or dead when unclaimed only)
+  A lane this call empties leaves `groups` and the ring.
   A finished job's outcome stays in the outcome stream (and the archive) when recorded. ]]
 local p = ARGV[1]
 local id = ARGV[2]
@@ -19,9 +20,8 @@ elseif state == 'pending' or state == 'scheduled' then
   redis.call('ZREM', KEYS[1], id)
   redis.call('ZREM', KEYS[2], id)
   if g then
-    local lane = p .. 'lane:' .. g
-    redis.call('ZREM', lane, id)
-    if redis.call('ZCARD', lane) == 0 then redis.call('LREM', p .. 'ring', 0, g) end
+    redis.call('ZREM', p .. 'lane:' .. g, id)
+    if not emq_lane_left(p, g) then redis.call('LREM', p .. 'ring', 0, g) end
   end
 else
   return -4
