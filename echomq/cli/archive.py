@@ -21,14 +21,16 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from echomq.archive.driver import Driver, FoldReport
 from echomq.archive.entries import Outcome, iter_jsonl
 from echomq.archive.floor import Floor, Gap
 from echomq.archive.restore import restore, verify
-from echomq.cli.app import connect
+from echomq.cli.app import Group, connect
 from echomq.cli.remote import RemoteSettings, remote_options
+from echomq.cli.text import human, human_row
 from echomq.errors import EchoMQError, LeaseHeld
 from echomq.queue.declared import declare, declared_queues, undeclare
 
@@ -42,7 +44,8 @@ def _floor_option(fn: F) -> F:
 
 
 def _json_option(fn: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")(fn)
+    return click.option("--json", "as_json", is_flag=True,
+                        help="Machine-readable output (times in ms since the epoch).")(fn)
 
 
 def _url_option(fn: F) -> F:
@@ -63,6 +66,8 @@ def _time(value: str | None) -> int | None:
 
 
 def _emit(as_json: bool, rows: list[dict[str, Any]], title: str) -> None:
+    """Rows as JSON lines (times in ms since the epoch), or as a table for people (times
+    as ISO 8601 UTC, structured values as JSON: :mod:`echomq.cli.text`)."""
     if as_json:
         for row in rows:
             click.echo(json.dumps(row, ensure_ascii=False, separators=(",", ":")))
@@ -70,20 +75,43 @@ def _emit(as_json: bool, rows: list[dict[str, Any]], title: str) -> None:
     if not rows:
         Console().print(f"{title}: nothing")
         return
+    rows = [human_row(row) for row in rows]
     if len(rows[0]) > 6:  # wide records read better as one field per line
         for row in rows:
             table = Table(title=title, show_header=False)
             table.add_column("field", style="bold")
             table.add_column("value", overflow="fold")
             for name, value in row.items():
-                table.add_row(name, str(value))
+                table.add_row(name, escape(value))
             Console().print(table)
         return
     table = Table(title=title)
     for name in rows[0]:
         table.add_column(name, overflow="fold")  # wrap, never cut an id or a name
     for row in rows:
-        table.add_row(*(str(v) for v in row.values()))
+        table.add_row(*(escape(v) for v in row.values()))
+    Console().print(table)
+
+
+AUDIT_COLUMNS = ("at", "job_id", "outcome", "attempts", "result")
+"""What a row of ``emq archive audit`` shows (``--json`` has every field)."""
+
+
+def _audit_table(rows: list[dict[str, Any]], title: str) -> None:
+    """Outcomes as one table, a row each: when, which job, how it ended, after how many
+    attempts, and the first line of its result or error."""
+    if not rows:
+        Console().print(f"{title}: nothing")
+        return
+    table = Table(title=title)
+    for name in AUDIT_COLUMNS:
+        table.add_column(name, overflow="fold", no_wrap=name == "at")
+    for row in rows:
+        result = human(row.get("result"))
+        first = result.strip().splitlines()[0] if result.strip() else result
+        cells = {**{k: human(row.get(k), k) for k in AUDIT_COLUMNS},
+                 "result": first + (" ..." if first != result.strip() else "")}
+        table.add_row(*(escape(cells[k]) for k in AUDIT_COLUMNS))
     Console().print(table)
 
 
@@ -108,7 +136,7 @@ def _guard(fn: Callable[[], None]) -> None:
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from exc
 
 
-@click.group("archive")
+@click.group("archive", cls=Group)
 def archive() -> None:
     """The outcome archive: fold streams into the floor and S3; audit and restore."""
 
@@ -160,7 +188,8 @@ def undeclare_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None) 
 @_url_option
 @_floor_option
 @remote_options
-@click.option("--slice-count", default=5000, show_default=True)
+@click.option("--slice-count", type=click.IntRange(min=1), default=5000, show_default=True,
+              help="Stream entries per slice at most.")
 @_json_option
 @click.pass_context
 def fold_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None, floor_path: str,
@@ -228,7 +257,7 @@ def status_cmd(queues: tuple[str, ...], floor_path: str, as_json: bool) -> None:
 @click.option("--outcome", type=click.Choice([o.value for o in Outcome]))
 @click.option("--since", help="ms since the epoch or ISO 8601 (inclusive).")
 @click.option("--until", help="ms since the epoch or ISO 8601 (exclusive).")
-@click.option("--limit", type=int)
+@click.option("--limit", type=click.IntRange(min=1), help="The most outcomes listed.")
 @click.option("--quarantine", is_flag=True, help="Also list malformed entries.")
 @_floor_option
 @_json_option
@@ -243,7 +272,7 @@ def audit_cmd(queue: str, outcome: str | None, since: str | None, until: str | N
         for line in iter_jsonl([*found, *kept]):
             click.echo(line)
         return
-    _emit(False, [e.to_dict() for e in found], f"{queue}: {outcome or 'all'} outcomes")
+    _audit_table([e.to_dict() for e in found], f"{queue}: {outcome or 'all'} outcomes")
     if quarantine:
         _emit(False, [q.to_dict() for q in kept], f"{queue}: quarantined")
 
@@ -269,7 +298,7 @@ _rebuild_option = click.option(
 
 
 @archive.command("restore")
-@click.option("--queue", "queues", multiple=True, help="Only these queues (repeatable).")
+@click.option("-q", "--queue", "queues", multiple=True, help="Only these queues (repeatable).")
 @_floor_option
 @remote_options
 @_rebuild_option
@@ -296,7 +325,7 @@ def restore_cmd(queues: tuple[str, ...], floor_path: str, s3: RemoteSettings,
 
 
 @archive.command("verify")
-@click.option("--queue", "queues", multiple=True, help="Only these queues (repeatable).")
+@click.option("-q", "--queue", "queues", multiple=True, help="Only these queues (repeatable).")
 @remote_options
 @_floor_option
 @click.option("--pin", "pins", multiple=True, metavar="QUEUE=DIGEST",
