@@ -106,8 +106,9 @@ def connect(ctx: click.Context, url: str | None = None) -> Connection:
 
 @contextlib.contextmanager
 def as_click_error() -> Iterator[None]:
-    """An EchoMQError, or an OSError (a path that is a folder, unreadable, missing),
-    becomes a one-line ``Error: ...`` and exit status 1, not a traceback."""
+    """An EchoMQError, an OSError (a path that is a folder, unreadable, missing) or an
+    error of boto (S3) becomes a one-line ``Error: ...`` and exit status 1, not a
+    traceback."""
     try:
         yield
     except EchoMQError as exc:
@@ -115,6 +116,10 @@ def as_click_error() -> Iterator[None]:
     except OSError as exc:
         where = f": {exc.filename}" if exc.filename else ""
         raise click.ClickException(f"{exc.strerror or exc}{where}") from exc
+    except Exception as exc:  # boto's own (no credentials, no such bucket): one line too
+        if type(exc).__module__.split(".")[0] not in ("botocore", "boto3"):
+            raise
+        raise click.ClickException(f"S3: {exc}") from exc
 
 
 def json_argument(text: str, what: str = "payload") -> Any:

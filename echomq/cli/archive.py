@@ -31,6 +31,7 @@ from echomq.archive.restore import restore, verify
 from echomq.cli.app import Group, connect
 from echomq.cli.remote import RemoteSettings, remote_options
 from echomq.cli.text import human, human_row
+from echomq.cli.text import time_option as _time
 from echomq.errors import EchoMQError, LeaseHeld
 from echomq.queue.declared import declare, declared_queues, undeclare
 
@@ -54,15 +55,12 @@ def _url_option(fn: F) -> F:
                              "embedded server of --data-dir).")(fn)
 
 
-def _time(value: str | None) -> int | None:
-    """Milliseconds since the epoch, or an ISO 8601 time (naive means UTC)."""
-    from echomq.archive.entries import parse_time
-    from echomq.errors import InvalidArgument
-
-    try:
-        return parse_time(value)
-    except InvalidArgument as exc:
-        raise click.BadParameter(str(exc)) from exc
+def _existing_floor(floor_path: str) -> Floor:
+    """The floor at ``floor_path`` for a command that only reads it: one that is not
+    there is refused, never created (a typo must not leave an empty floor behind)."""
+    if not Path(floor_path, "data.mdb").exists():
+        raise click.ClickException(f"no floor at {floor_path} (no data.mdb there)")
+    return Floor(floor_path)
 
 
 def _emit(as_json: bool, rows: list[dict[str, Any]], title: str) -> None:
@@ -244,7 +242,7 @@ def fold_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None, floor
 @_json_option
 def status_cmd(queues: tuple[str, ...], floor_path: str, as_json: bool) -> None:
     """What the floor holds per queue: checkpoint, counts, slices not yet uploaded."""
-    with Floor(floor_path) as floor:
+    with _existing_floor(floor_path) as floor:
         names = queues or tuple(floor.queues())
         rows = [floor.status(q).to_dict() for q in names]
         gaps = [g for q in names for g in floor.gaps(q)]
@@ -264,7 +262,7 @@ def status_cmd(queues: tuple[str, ...], floor_path: str, as_json: bool) -> None:
 def audit_cmd(queue: str, outcome: str | None, since: str | None, until: str | None,
               limit: int | None, quarantine: bool, floor_path: str, as_json: bool) -> None:
     """Every archived outcome of QUEUE in a time range, oldest first."""
-    with Floor(floor_path) as floor:
+    with _existing_floor(floor_path) as floor:
         found = floor.audit(queue, outcome, _time(since), _time(until), limit)
         kept = floor.quarantined(queue) if quarantine else []
     _warn_gaps(found.gaps)
@@ -284,7 +282,7 @@ def audit_cmd(queue: str, outcome: str | None, since: str | None, until: str | N
 @_json_option
 def show_cmd(queue: str, job: str, floor_path: str, as_json: bool) -> None:
     """What happened to JOB of QUEUE: every archived outcome, oldest first."""
-    with Floor(floor_path) as floor:
+    with _existing_floor(floor_path) as floor:
         rows = [e.to_dict() for e in floor.history(queue, job)]
     _emit(as_json, rows, f"{queue} job {job}")
     if not rows:
@@ -338,6 +336,9 @@ def verify_cmd(queues: tuple[str, ...], s3: RemoteSettings, floor_path: str,
     """Check every slice's checksum and digest, and that each queue's chain is whole; with
     a floor (--floor, when it exists) also that the bucket holds every slice it uploaded,
     and list the stream losses the floor recorded. Exits 1 on a loss not acknowledged."""
+    for pin in pins:
+        if not all(pin.partition("=")[::2]):
+            raise click.BadParameter(f"{pin!r} is not QUEUE=DIGEST", param_hint="--pin")
     remote = s3.need()
     kept = dict(pin.partition("=")[::2] for pin in pins)
     against = floor_path if Path(floor_path, "data.mdb").exists() else None
@@ -374,7 +375,7 @@ def ack_gap_cmd(queue: str, by: str | None, note: str, floor_path: str, as_json:
     done: list[Gap] = []
 
     def run() -> None:
-        with Floor(floor_path) as floor:
+        with _existing_floor(floor_path) as floor:
             done.extend(floor.acknowledge_gaps(queue, by or os.environ.get("USER") or "unknown",
                                                note))
 

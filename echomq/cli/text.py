@@ -59,3 +59,23 @@ def human(value: Any, key: str = "") -> str:
 def human_row(row: dict[str, Any]) -> dict[str, str]:
     """Every field of ``row`` through :func:`human`."""
     return {key: human(value, key) for key, value in row.items()}
+
+
+def time_option(value: str | None) -> int | None:
+    """A time typed as an option (``--since``, ``--until``): ms since the epoch or ISO
+    8601 (naive means UTC), as ms; a BadParameter (one line) for anything else,
+    including a number no clock reaches."""
+    import click
+
+    from echomq.archive.entries import parse_time
+    from echomq.errors import InvalidArgument
+
+    try:
+        ms = parse_time(value)
+    except InvalidArgument as exc:
+        raise click.BadParameter(str(exc)) from exc
+    except (ValueError, OverflowError) as exc:  # a date past year 9999, a huge offset
+        raise click.BadParameter(f"{value!r}: {exc}") from exc
+    if ms is not None and not 0 <= ms <= MAX_MS:
+        raise click.BadParameter(f"{value!r} is not a time between 1970 and 9999")
+    return ms

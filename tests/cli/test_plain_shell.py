@@ -220,6 +220,8 @@ def assert_one_line_error(done: Result, *, says: str) -> None:
     (["archive", "audit", "Q", "--limit", "-1"], "--limit"),
     (["archive", "fold", "Q", "--slice-count", "0"], "--slice-count"),
     (["archive", "prune", "Q", "--keep", "٣d"], "--keep"),
+    (["archive", "audit", "Q", "--since", "9" * 30], "9" * 30),
+    (["archive", "verify", "--pin", "no-digest", "--bucket", "b"], "--pin"),
 ])
 def test_a_bad_input_is_one_line_error(conn: Connection, argv: list[str], says: str) -> None:
     assert_one_line_error(emq(conn, *argv), says=says)
@@ -231,6 +233,14 @@ def test_export_to_a_folder_is_one_line_error(folded, tmp_path: Path) -> None:
         done = CliRunner().invoke(main, ["archive", "export", rec.queue, str(tmp_path),
                                          "--format", fmt, "--floor", floor])
         assert_one_line_error(done, says=str(tmp_path))
+
+
+def test_commands_that_read_a_floor_never_create_one(tmp_path: Path) -> None:
+    missing = tmp_path / "typo"
+    for argv in (["status"], ["audit", "Q"], ["show", "Q", "1"], ["ack-gap", "Q"]):
+        done = CliRunner().invoke(main, ["archive", *argv, "--floor", str(missing)])
+        assert_one_line_error(done, says=f"no floor at {missing}")
+    assert not missing.exists()
 
 
 # item 20: flags agree -------------------------------------------------------------------
