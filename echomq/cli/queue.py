@@ -94,10 +94,10 @@ def cancel(ctx: click.Context, queue: str, job_id: str, reason: str | None,
 
 @click.command()
 @click.option("--queue", "-q", required=True)
-@click.option("--max-stalled", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Stalls a job may have before it is dead-lettered.")
-@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True,
-              help="Lapsed jobs looked at in this pass.")
+@click.option("--max-stalled", default=1, show_default=True,
+              help="Stalls a job may have before it is dead-lettered (1 or more).")
+@click.option("--limit", default=100, show_default=True,
+              help="Lapsed jobs looked at in this pass (1 or more).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def sweep(ctx: click.Context, queue: str, max_stalled: int, limit: int, as_json: bool) -> None:

@@ -185,6 +185,12 @@ class BatchScheduler:
             log.info("%s: %s", name, json.dumps(done, default=str, ensure_ascii=False))
 
     def start(self) -> BatchScheduler:
+        """Start every job's first pass now: not when it was added (setup in between,
+        such as opening a floor, would make the first passes overdue and APScheduler warn
+        that they overlap)."""
+        now = datetime.now(UTC)
+        for job in self._scheduler.get_jobs():
+            job.modify(next_run_time=now)
         self._scheduler.start()
         return self
 

@@ -205,7 +205,7 @@ def assert_one_line_error(done: Result, *, says: str) -> None:
     (["dead", "-q", "Q", "--limit", "-1"], "--limit"),
     (["dead", "-q", "no{brace}"], "no{brace}"),
     (["reap", "-q", "no{brace}"], "no{brace}"),
-    (["sweep", "-q", "Q", "--limit", "0"], "--limit"),
+    (["sweep", "-q", "Q", "--limit", "0"], "limit must be a positive integer"),
     (["purge", "-q", "Q", "--keep", "-1"], "--keep"),
     (["enqueue", "-q", "Q", "{}", "--delay", "-5s"], "--delay"),
     (["enqueue", "-q", "Q", "{}", "--delay", "30"], "--delay"),
