@@ -148,8 +148,8 @@ def emit(data: Any, as_json: bool) -> None:
 
 
 class Group(click.Group):
-    """A group whose commands never end in a traceback for a refusal: an EchoMQError or
-    an OSError a command did not turn into a one-line error is made one here."""
+    """A group whose commands never end in a traceback for a refusal: what a command did
+    not turn into a one-line error itself is made one here (:func:`as_click_error`)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         with as_click_error():
