@@ -111,7 +111,7 @@ def parse_time(text: str | None, what: str = "time") -> int | None:
     ISO 8601 time (naive means UTC), as ms; ``InvalidArgument`` naming ``what`` otherwise."""
     if not text:
         return None
-    if text.lstrip("-").isdigit():
+    if text.isascii() and text.lstrip("-").isdigit():  # int() would read "٣" and "²" too
         return int(text)
     try:
         return to_ms(datetime.fromisoformat(text))

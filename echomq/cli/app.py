@@ -129,25 +129,57 @@ def connect(ctx: click.Context, url: str | None = None, *, start: bool = True) -
 
 @contextlib.contextmanager
 def as_click_error() -> Iterator[None]:
-    """An EchoMQError becomes a one-line ``Error: ...`` and exit status 1, not a traceback."""
+    """An EchoMQError, an OSError (a path that is a folder, unreadable, missing) or an
+    error of boto (S3) becomes a one-line ``Error: ...`` and exit status 1, not a
+    traceback."""
     try:
         yield
     except EchoMQError as exc:
         raise click.ClickException(str(exc)) from exc
+    except OSError as exc:
+        where = f": {exc.filename}" if exc.filename else ""
+        raise click.ClickException(f"{exc.strerror or exc}{where}") from exc
+    except Exception as exc:  # boto's own (no credentials, no such bucket): one line too
+        if type(exc).__module__.split(".")[0] not in ("botocore", "boto3"):
+            raise
+        raise click.ClickException(f"S3: {exc}") from exc
+
+
+def json_argument(text: str, what: str = "payload") -> Any:
+    """``text`` decoded as JSON; anything else (not JSON, nested too deep for the
+    decoder) is a one-line BadParameter naming ``what``."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"{what} is not JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise click.BadParameter(f"{what} is nested too deeply to decode") from exc
 
 
 def emit(data: Any, as_json: bool) -> None:
-    """Print ``data`` as one JSON document, or a dict as ``key: value`` lines."""
+    """Print ``data`` as one JSON document, or for people: a dict as ``key: value``
+    lines, a structured value as JSON, times as ISO 8601 (see :mod:`echomq.cli.text`)."""
+    from echomq.cli.text import human
+
     if as_json:
         click.echo(json.dumps(data, default=str))
     elif isinstance(data, dict):
         for key, value in data.items():
-            click.echo(f"{key}: {value}")
+            click.echo(f"{key}: {human(value, str(key))}")
     else:
-        click.echo(data)
+        click.echo(human(data))
 
 
-class LazyGroup(click.Group):
+class Group(click.Group):
+    """A group whose commands never end in a traceback for a refusal: what a command did
+    not turn into a one-line error itself is made one here (:func:`as_click_error`)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with as_click_error():
+            return super().invoke(ctx)
+
+
+class LazyGroup(Group):
     """A group whose commands are imported when named, so that one command does not pay
     for the imports of all the others."""
 

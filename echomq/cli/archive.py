@@ -22,14 +22,17 @@ from typing import Any, TypeVar
 import click
 import redis
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from echomq.archive.driver import Driver, FoldReport
 from echomq.archive.entries import Outcome, iter_jsonl
 from echomq.archive.floor import Floor, Gap
 from echomq.archive.restore import restore, verify
-from echomq.cli.app import connect
+from echomq.cli.app import Group, connect
 from echomq.cli.remote import RemoteSettings, remote_options
+from echomq.cli.text import human, human_row
+from echomq.cli.text import time_option as _time
 from echomq.errors import EchoMQError, LeaseHeld
 from echomq.progress import Task, Tick, bars
 from echomq.queue.connection import Connection
@@ -45,7 +48,8 @@ def _floor_option(fn: F) -> F:
 
 
 def _json_option(fn: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")(fn)
+    return click.option("--json", "as_json", is_flag=True,
+                        help="Machine-readable output (times in ms since the epoch).")(fn)
 
 
 def _url_option(fn: F) -> F:
@@ -54,18 +58,17 @@ def _url_option(fn: F) -> F:
                              "embedded server of --data-dir).")(fn)
 
 
-def _time(value: str | None) -> int | None:
-    """Milliseconds since the epoch, or an ISO 8601 time (naive means UTC)."""
-    from echomq.archive.entries import parse_time
-    from echomq.errors import InvalidArgument
-
-    try:
-        return parse_time(value)
-    except InvalidArgument as exc:
-        raise click.BadParameter(str(exc)) from exc
+def _existing_floor(floor_path: str) -> Floor:
+    """The floor at ``floor_path`` for a command that only reads it: one that is not
+    there is refused, never created (a typo must not leave an empty floor behind)."""
+    if not Path(floor_path, "data.mdb").exists():
+        raise click.ClickException(f"no floor at {floor_path} (no data.mdb there)")
+    return Floor(floor_path)
 
 
 def _emit(as_json: bool, rows: list[dict[str, Any]], title: str) -> None:
+    """Rows as JSON lines (times in ms since the epoch), or as a table for people (times
+    as ISO 8601 UTC, structured values as JSON: :mod:`echomq.cli.text`)."""
     if as_json:
         for row in rows:
             click.echo(json.dumps(row, ensure_ascii=False, separators=(",", ":")))
@@ -73,20 +76,43 @@ def _emit(as_json: bool, rows: list[dict[str, Any]], title: str) -> None:
     if not rows:
         Console().print(f"{title}: nothing")
         return
+    rows = [human_row(row) for row in rows]
     if len(rows[0]) > 6:  # wide records read better as one field per line
         for row in rows:
             table = Table(title=title, show_header=False)
             table.add_column("field", style="bold")
             table.add_column("value", overflow="fold")
             for name, value in row.items():
-                table.add_row(name, str(value))
+                table.add_row(name, escape(value))
             Console().print(table)
         return
     table = Table(title=title)
     for name in rows[0]:
         table.add_column(name, overflow="fold")  # wrap, never cut an id or a name
     for row in rows:
-        table.add_row(*(str(v) for v in row.values()))
+        table.add_row(*(escape(v) for v in row.values()))
+    Console().print(table)
+
+
+AUDIT_COLUMNS = ("at", "job_id", "outcome", "attempts", "result")
+"""What a row of ``emq archive audit`` shows (``--json`` has every field)."""
+
+
+def _audit_table(rows: list[dict[str, Any]], title: str) -> None:
+    """Outcomes as one table, a row each: when, which job, how it ended, after how many
+    attempts, and the first line of its result or error."""
+    if not rows:
+        Console().print(f"{title}: nothing")
+        return
+    table = Table(title=title)
+    for name in AUDIT_COLUMNS:
+        table.add_column(name, overflow="fold", no_wrap=name == "at")
+    for row in rows:
+        result = human(row.get("result"))
+        first = result.strip().splitlines()[0] if result.strip() else result
+        cells = {**{k: human(row.get(k), k) for k in AUDIT_COLUMNS},
+                 "result": first + (" ..." if first != result.strip() else "")}
+        table.add_row(*(escape(cells[k]) for k in AUDIT_COLUMNS))
     Console().print(table)
 
 
@@ -104,13 +130,6 @@ def _floor_gaps(floor_path: str) -> dict[str, list[Gap]] | None:
         return {q: floor.gaps(q) for q in floor.queues()}
 
 
-def _read_floor(floor_path: str) -> Floor:
-    """The floor a command only reads: refused when missing, never created empty."""
-    if not Path(floor_path, "data.mdb").exists():
-        raise click.ClickException(f"no floor at {floor_path}")
-    return Floor(floor_path)
-
-
 def _guard(fn: Callable[[], None]) -> None:
     try:
         fn()
@@ -118,7 +137,7 @@ def _guard(fn: Callable[[], None]) -> None:
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from exc
 
 
-@click.group("archive")
+@click.group("archive", cls=Group)
 def archive() -> None:
     """The outcome archive: fold streams into the floor and S3; audit and restore."""
 
@@ -170,7 +189,8 @@ def undeclare_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None) 
 @_url_option
 @_floor_option
 @remote_options
-@click.option("--slice-count", default=5000, show_default=True)
+@click.option("--slice-count", type=click.IntRange(min=1), default=5000, show_default=True,
+              help="Stream entries per slice at most.")
 @_json_option
 @click.pass_context
 def fold_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None, floor_path: str,
@@ -239,7 +259,7 @@ def _backlog(conn: Connection, queue: str) -> int | None:
 @_json_option
 def status_cmd(queues: tuple[str, ...], floor_path: str, as_json: bool) -> None:
     """What the floor holds per queue: checkpoint, counts, slices not yet uploaded."""
-    with _read_floor(floor_path) as floor:
+    with _existing_floor(floor_path) as floor:
         names = queues or tuple(floor.queues())
         rows = [floor.status(q).to_dict() for q in names]
         gaps = [g for q in names for g in floor.gaps(q)]
@@ -252,22 +272,23 @@ def status_cmd(queues: tuple[str, ...], floor_path: str, as_json: bool) -> None:
 @click.option("--outcome", type=click.Choice([o.value for o in Outcome]))
 @click.option("--since", help="ms since the epoch or ISO 8601 (inclusive).")
 @click.option("--until", help="ms since the epoch or ISO 8601 (exclusive).")
-@click.option("--limit", type=int)
+@click.option("--limit", type=click.IntRange(min=1), help="The most outcomes listed.")
 @click.option("--quarantine", is_flag=True, help="Also list malformed entries.")
 @_floor_option
 @_json_option
 def audit_cmd(queue: str, outcome: str | None, since: str | None, until: str | None,
               limit: int | None, quarantine: bool, floor_path: str, as_json: bool) -> None:
     """Every archived outcome of QUEUE in a time range, oldest first."""
-    with _read_floor(floor_path) as floor:
-        found = floor.audit(queue, outcome, _time(since), _time(until), limit)
+    since_ms, until_ms = _time(since), _time(until)  # a bad time is refused before the floor
+    with _existing_floor(floor_path) as floor:
+        found = floor.audit(queue, outcome, since_ms, until_ms, limit)
         kept = floor.quarantined(queue) if quarantine else []
     _warn_gaps(found.gaps)
     if as_json:
         for line in iter_jsonl([*found, *kept]):
             click.echo(line)
         return
-    _emit(False, [e.to_dict() for e in found], f"{queue}: {outcome or 'all'} outcomes")
+    _audit_table([e.to_dict() for e in found], f"{queue}: {outcome or 'all'} outcomes")
     if quarantine:
         _emit(False, [q.to_dict() for q in kept], f"{queue}: quarantined")
 
@@ -279,7 +300,7 @@ def audit_cmd(queue: str, outcome: str | None, since: str | None, until: str | N
 @_json_option
 def show_cmd(queue: str, job: str, floor_path: str, as_json: bool) -> None:
     """What happened to JOB of QUEUE: every archived outcome, oldest first."""
-    with _read_floor(floor_path) as floor:
+    with _existing_floor(floor_path) as floor:
         rows = [e.to_dict() for e in floor.history(queue, job)]
     _emit(as_json, rows, f"{queue} job {job}")
     if not rows:
@@ -293,7 +314,7 @@ _rebuild_option = click.option(
 
 
 @archive.command("restore")
-@click.option("--queue", "queues", multiple=True, help="Only these queues (repeatable).")
+@click.option("-q", "--queue", "queues", multiple=True, help="Only these queues (repeatable).")
 @_floor_option
 @remote_options
 @_rebuild_option
@@ -320,7 +341,7 @@ def restore_cmd(queues: tuple[str, ...], floor_path: str, s3: RemoteSettings,
 
 
 @archive.command("verify")
-@click.option("--queue", "queues", multiple=True, help="Only these queues (repeatable).")
+@click.option("-q", "--queue", "queues", multiple=True, help="Only these queues (repeatable).")
 @remote_options
 @_floor_option
 @click.option("--pin", "pins", multiple=True, metavar="QUEUE=DIGEST",
@@ -333,6 +354,9 @@ def verify_cmd(queues: tuple[str, ...], s3: RemoteSettings, floor_path: str,
     """Check every slice's checksum and digest, and that each queue's chain is whole; with
     a floor (--floor, when it exists) also that the bucket holds every slice it uploaded,
     and list the stream losses the floor recorded. Exits 1 on a loss not acknowledged."""
+    for pin in pins:
+        if not all(pin.partition("=")[::2]):
+            raise click.BadParameter(f"{pin!r} is not QUEUE=DIGEST", param_hint="--pin")
     remote = s3.need()
     kept = dict(pin.partition("=")[::2] for pin in pins)
     against = floor_path if Path(floor_path, "data.mdb").exists() else None
@@ -369,7 +393,7 @@ def ack_gap_cmd(queue: str, by: str | None, note: str, floor_path: str, as_json:
     done: list[Gap] = []
 
     def run() -> None:
-        with Floor(floor_path) as floor:
+        with _existing_floor(floor_path) as floor:
             done.extend(floor.acknowledge_gaps(queue, by or os.environ.get("USER") or "unknown",
                                                note))
 

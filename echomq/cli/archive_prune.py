@@ -11,13 +11,15 @@ from echomq.archive.prune import keep_of, prune, set_keep
 from echomq.cli.app import as_click_error, connect, emit
 from echomq.cli.durations import Duration
 from echomq.cli.remote import RemoteSettings, remote_options
+from echomq.cli.text import human
 from echomq.queue.declared import declared_queues
 
 DEFAULT_FLOOR = "./.echomq/floor"
 _url = click.option("--url", envvar=["EMQ_URL", "EMQ_REDIS_URL"],
                     help="Redis/Valkey URL (default: the root's --url, else the embedded "
                          "server of --data-dir).")
-_json = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+_json = click.option("--json", "as_json", is_flag=True,
+                     help="Machine-readable output (times in ms since the epoch).")
 _wait = click.option("--wait", "wait_ms", type=Duration(), default="0s", show_default=True,
                      help="How long to wait for a fold holding the queue's fold lease.")
 
@@ -69,7 +71,8 @@ def prune_cmd(ctx: click.Context, queues: tuple[str, ...], keep: int | None, sav
 
 def _prune_line(row: dict[str, object]) -> str:
     return (f"{row['slices']} slices, {row['entries']} entries dropped through "
-            f"{row['through']} ({row['policy']}); floor forgot {row['floor_entries']}, "
+            f"{human(row['through'], 'through')} ({row['policy']}); floor forgot "
+            f"{row['floor_entries']}, "
             f"{row['deleted']} objects deleted")
 
 

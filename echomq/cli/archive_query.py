@@ -11,9 +11,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from echomq.archive.entries import to_ms
 from echomq.archive.floor import Floor
 from echomq.cli.app import as_click_error, emit
+from echomq.cli.text import time_option as _time
 from echomq.progress import bars
 
 DEFAULT_FLOOR = "./.echomq/floor"
@@ -23,17 +23,6 @@ def _floor(floor_path: str) -> Floor:
     if not Path(floor_path, "data.mdb").exists():
         raise click.ClickException(f"no floor at {floor_path}")
     return Floor(floor_path)
-
-
-def _time(value: str | None) -> int | None:
-    if value is None:
-        return None
-    if value.lstrip("-").isdigit() and value.isascii():
-        return int(value)
-    try:
-        return to_ms(datetime.fromisoformat(value))
-    except ValueError as exc:
-        raise click.BadParameter(f"{value!r} is neither ms nor an ISO 8601 time") from exc
 
 
 @click.command("query")

@@ -6,14 +6,14 @@ run); these commands only store, remove and list schedules.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
 import click
 
 import echomq
-from echomq.cli.app import as_click_error, connect, emit
+from echomq.cli.app import as_click_error, connect, emit, json_argument
+from echomq.cli.durations import DURATION
 from echomq.models import Schedule
 
 
@@ -39,10 +39,12 @@ def _row(s: Schedule) -> dict[str, Any]:
               help="The zone the expression is read in (an IANA name).")
 @click.option("--priority", default=0, show_default=True)
 @click.option("--max-attempts", default=3, show_default=True)
-@click.option("--delay-ms", default=0, show_default=True)
+@click.option("--delay", "delay_ms", type=DURATION, default="0s", show_default=True,
+              help="Each fired job runs this long after its fire time (30s, 15m).")
 @click.option("--group", default=None)
 @click.option("--job-name", default=None, help="The name each fired job carries.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object (times as ISO 8601 UTC, as in the human output).")
 @click.pass_context
 def schedule(ctx: click.Context, queue: str, name: str, cron: str, payload: str, timezone: str,
              priority: int, max_attempts: int, delay_ms: int, group: str | None,
@@ -55,10 +57,7 @@ def schedule(ctx: click.Context, queue: str, name: str, cron: str, payload: str,
     (mon..sun) are safest. Refuses a bad name, expression, timezone, option or
     payload before anything is stored.
     """
-    try:
-        body = json.loads(payload)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"payload is not JSON: {exc}", param_hint="PAYLOAD") from exc
+    body = json_argument(payload)
     conn = connect(ctx)
     with as_click_error():
         stored = echomq.schedule(conn, queue, name, cron, body, timezone=timezone,

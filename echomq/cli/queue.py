@@ -2,43 +2,78 @@
 
 from __future__ import annotations
 
-import json
+import sys
 
 import click
 
 import echomq
-from echomq.cli.app import as_click_error, connect, emit
+from echomq.cli.app import as_click_error, connect, emit, json_argument
 from echomq.cli.durations import DURATION
 
 
 @click.command()
 @click.option("--queue", "-q", required=True)
 @click.argument("payloads", nargs=-1)
-@click.option("--job-id", default=None)
-@click.option("--delay-ms", default=0)
-@click.option("--priority", default=0)
-@click.option("--max-attempts", default=3)
+@click.option("--job-id", default=None, help="The job's id (one payload only; an add with "
+              "an id that exists changes nothing and prints it).")
+@click.option("--name", default=None, help="The job's name (what a handler may dispatch on).")
+@click.option("--group", default=None, help="Put the job in this group's lane.")
+@click.option("--delay", "delay_ms", type=DURATION, default="0s", show_default=True,
+              help="Schedule the job this far ahead (30s, 15m, 2h).")
+@click.option("--priority", type=click.IntRange(0, 1023), default=0, show_default=True,
+              help="0 runs first.")
+@click.option("--max-attempts", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print {\"ids\": [...]}.")
 @click.pass_context
 def enqueue(ctx: click.Context, queue: str, payloads: tuple[str, ...], job_id: str | None,
-            delay_ms: int, priority: int, max_attempts: int, as_json: bool) -> None:
-    """Add jobs; each PAYLOAD is JSON text. Prints each new job's id.
+            name: str | None, group: str | None, delay_ms: int, priority: int,
+            max_attempts: int, as_json: bool) -> None:
+    """Add jobs; each PAYLOAD is JSON text ('null' for none). Prints each new job's id.
 
-    Refuses a payload that is not JSON, a bad queue name or id, and the limits of
-    ``echomq.add`` (payload size, priority 0..1023, positive max attempts)."""
-    try:
-        bodies = [json.loads(p) for p in payloads] or [None]
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"payload is not JSON: {exc}") from exc
+    With no PAYLOAD, or PAYLOAD "-", the payloads come from stdin: one JSON document, or
+    JSON lines (one job per line). Refuses a call with no payload at all, a payload that
+    is not JSON, --job-id with several payloads, a bad queue name or id, and the limits
+    of ``echomq.add`` (payload size, priority 0..1023, positive max attempts)."""
+    bodies = [body for text in _payload_texts(payloads) for body in _decode(text)]
+    if not bodies:
+        raise click.UsageError("no payload: give PAYLOAD (JSON text, 'null' for none), or "
+                               "pipe JSON on stdin")
+    if job_id is not None and len(bodies) > 1:
+        raise click.BadParameter(f"one id for {len(bodies)} payloads: give one payload",
+                                 param_hint="--job-id")
     conn = connect(ctx)
     with as_click_error():
-        ids = [echomq.add(conn, queue, body, job_id=job_id, delay_ms=delay_ms,
-                          priority=priority, max_attempts=max_attempts) for body in bodies]
+        ids = echomq.add_many(conn, queue, bodies, job_ids=None if job_id is None else [job_id],
+                              delay_ms=delay_ms, priority=priority, max_attempts=max_attempts,
+                              group=group, name=name)
     if as_json:
         emit({"ids": ids}, True)
     else:
-        for job_id in ids:
-            click.echo(job_id)
+        for new_id in ids:
+            click.echo(new_id)
+
+
+def _payload_texts(payloads: tuple[str, ...]) -> list[str]:
+    """The PAYLOAD arguments, with stdin read for ``-`` or, with none, when it is piped
+    (a terminal is never waited on)."""
+    if not payloads:
+        return [] if sys.stdin.isatty() else [sys.stdin.read()]
+    return [sys.stdin.read() if p == "-" else p for p in payloads]
+
+
+def _decode(text: str) -> list[object]:
+    """One payload argument or stdin's text: one JSON document, else JSON lines; blank
+    text (an empty pipe) holds none."""
+    if not text.strip():
+        return []
+    try:
+        return [json_argument(text)]
+    except click.BadParameter:
+        lines = [line for line in text.splitlines() if line.strip()]
+        if len(lines) < 2:
+            raise
+    return [json_argument(line, f"line {n} of stdin") for n, line in enumerate(lines, 1)
+            if line.strip()]
 
 
 @click.command()
@@ -59,8 +94,10 @@ def cancel(ctx: click.Context, queue: str, job_id: str, reason: str | None,
 
 @click.command()
 @click.option("--queue", "-q", required=True)
-@click.option("--max-stalled", default=1, show_default=True)
-@click.option("--limit", default=100, show_default=True)
+@click.option("--max-stalled", default=1, show_default=True,
+              help="Stalls a job may have before it is dead-lettered (1 or more).")
+@click.option("--limit", default=100, show_default=True,
+              help="Lapsed jobs looked at in this pass (1 or more).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def sweep(ctx: click.Context, queue: str, max_stalled: int, limit: int, as_json: bool) -> None:
@@ -79,23 +116,27 @@ def sweep(ctx: click.Context, queue: str, max_stalled: int, limit: int, as_json:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def reap(ctx: click.Context, queue: str, as_json: bool) -> None:
-    """Return every lapsed lease to pending, now."""
-    emit({"reaped": echomq.reap(connect(ctx), queue)}, as_json)
+    """Return every lapsed lease to pending, now. Refuses a bad queue name."""
+    with as_click_error():
+        emit({"reaped": echomq.reap(connect(ctx), queue)}, as_json)
 
 
 @click.command()
 @click.option("--queue", "-q", required=True)
-@click.option("--limit", default=100, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True,
+              help="The most jobs listed (1 or more).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def dead(ctx: click.Context, queue: str, limit: int, as_json: bool) -> None:
-    """List dead-lettered jobs with their last error."""
+    """List dead-lettered jobs with their last error. Refuses a --limit below 1 and a bad
+    queue name."""
     conn = connect(ctx, start=False)
     rows = []
-    for job_id in echomq.dead_jobs(conn, queue, limit):
-        job = echomq.get_job(conn, queue, job_id)
-        rows.append({"id": job_id, "attempts": job.attempts if job else None,
-                     "last_error": job.last_error if job else None})
+    with as_click_error():
+        for job_id in echomq.dead_jobs(conn, queue, limit):
+            job = echomq.get_job(conn, queue, job_id)
+            rows.append({"id": job_id, "attempts": job.attempts if job else None,
+                         "last_error": job.last_error if job else None})
     if as_json:
         emit(rows, True)
         return
@@ -107,7 +148,8 @@ def dead(ctx: click.Context, queue: str, limit: int, as_json: bool) -> None:
 @click.option("--queue", "-q", required=True)
 @click.option("--state", type=click.Choice(["dead", "completed"]), default="dead",
               show_default=True)
-@click.option("--keep", default=0, show_default=True, help="The newest rows to keep.")
+@click.option("--keep", type=click.IntRange(min=0), default=0, show_default=True,
+              help="The newest rows to keep.")
 @click.option("--older-than", type=DURATION, default=None,
               help="Only rows that finished longer ago than this (30s, 15m, 7d, 400d).")
 @click.option("--json", "as_json", is_flag=True)

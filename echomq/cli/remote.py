@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 
 _OPTIONS = [
     click.option("--bucket", envvar="EMQ_S3_BUCKET", help="S3 bucket (none: floor only)."),
-    click.option("--prefix", envvar="EMQ_S3_PREFIX", default="", help="Key prefix."),
+    click.option("--s3-prefix", "prefix", envvar="EMQ_S3_PREFIX", default="",
+                 help="The prefix of every object key in the bucket (not the Redis key "
+                 "prefix, emq --prefix)."),
     click.option("--endpoint-url", envvar="EMQ_S3_ENDPOINT_URL",
                  help="S3-compatible endpoint (SeaweedFS, Tigris); none for AWS."),
     click.option("--region", envvar="EMQ_S3_REGION", help="Region (Tigris: auto)."),

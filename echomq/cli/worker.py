@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import signal
 import sys
 import threading
@@ -13,8 +14,32 @@ from typing import Any
 import click
 
 from echomq.cli.app import connect
+from echomq.cli.durations import DURATION, POSITIVE_DURATION, format_duration_ms
 from echomq.cli.remote import RemoteSettings, remote_options
 from echomq.worker import Consumer
+
+log = logging.getLogger("echomq.scheduler")
+
+
+def start_line(url: str, prefix: str, *, cron: int | None,
+               sweep: tuple[int, tuple[str, ...]] | None, retention: int | None,
+               fold: tuple[int, int, str, str | None] | None) -> str:
+    """What ``emq scheduler`` runs, how often and on which queues: its first log line
+    (the passes that find nothing to do log nothing)."""
+    every = format_duration_ms
+    parts = []
+    if cron is not None:
+        parts.append(f"cron fires every {every(cron)} (every queue of prefix {prefix!r})")
+    if sweep is not None:
+        parts.append(f"stalled sweep every {every(sweep[0])} of {', '.join(sweep[1])}")
+    if retention is not None:
+        parts.append(f"retention every {every(retention)} (every queue with a policy)")
+    if fold is not None:
+        fold_ms, prune_ms, floor, bucket = fold
+        parts.append(f"archive fold every {every(fold_ms)} and prune every {every(prune_ms)}"
+                     f" (every declared queue; floor {floor}, "
+                     + (f"bucket {bucket})" if bucket else "no bucket)"))
+    return f"scheduler on {url}: " + "; ".join(parts)
 
 
 def load_handler(path: str) -> Callable[..., Any]:
@@ -44,18 +69,21 @@ def load_handler(path: str) -> Callable[..., Any]:
 @click.command()
 @click.argument("handler")
 @click.option("--queue", "-q", required=True)
-@click.option("--concurrency", "-c", default=8, show_default=True)
-@click.option("--lease-ms", default=30_000, show_default=True)
-@click.option("--prefetch", type=int, default=None, help="Claimed jobs buffered beyond "
-              "the running ones (default: adaptive, by observed handler time).")
-@click.option("--batch-size", default=100, show_default=True)
+@click.option("--concurrency", "-c", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--lease", "lease_ms", type=POSITIVE_DURATION, default="30s", show_default=True,
+              help="How long a claimed job is held before another worker may take it.")
+@click.option("--prefetch", type=click.IntRange(min=0), default=None, help="Claimed jobs "
+              "buffered beyond the running ones (default: adaptive, by observed handler "
+              "time).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=100, show_default=True)
 @click.option("--cancel/--no-cancel", default=True, show_default=True)
 @click.option("--record/--no-record", default=False, show_default=True)
 @click.option("--recovery", type=click.Choice(["reap", "stalled"]), default="reap",
               show_default=True)
-@click.option("--max-stalled", default=1, show_default=True)
+@click.option("--max-stalled", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--auto-extend/--no-auto-extend", default=False, show_default=True)
-@click.option("--grace-ms", default=30_000, show_default=True)
+@click.option("--grace", "grace_ms", type=DURATION, default="30s", show_default=True,
+              help="On SIGTERM, how long running jobs may finish before they are let go.")
 @click.pass_context
 def worker(ctx: click.Context, handler: str, queue: str, concurrency: int, lease_ms: int,
            prefetch: int | None, batch_size: int, cancel: bool, record: bool, recovery: str,
@@ -73,19 +101,21 @@ def worker(ctx: click.Context, handler: str, queue: str, concurrency: int, lease
 
 @click.command()
 @click.option("--queue", "-q", "queues", multiple=True, help="Sweep these queues.")
-@click.option("--interval-ms", default=30_000, show_default=True)
-@click.option("--max-stalled", default=1, show_default=True)
+@click.option("--sweep-interval", "interval_ms", type=POSITIVE_DURATION, default="30s",
+              show_default=True, help="How often to sweep the --queue queues.")
+@click.option("--max-stalled", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--cron/--no-cron", default=True, show_default=True,
               help="Fire the cron schedules of every queue of the prefix (each fire once, "
               "however many schedulers run).")
-@click.option("--cron-interval-ms", default=1_000, show_default=True,
-              help="How often to look for due cron fires.")
+@click.option("--cron-interval", "cron_interval_ms", type=POSITIVE_DURATION, default="1s",
+              show_default=True, help="How often to look for due cron fires.")
 @click.option("--fold/--no-fold", default=False, help="Also fold every declared stream.")
-@click.option("--fold-interval-ms", default=60_000, show_default=True)
-@click.option("--fold-lease-ms", type=int, default=None,
+@click.option("--fold-interval", "fold_interval_ms", type=POSITIVE_DURATION, default="1m",
+              show_default=True)
+@click.option("--fold-lease", "fold_lease_ms", type=POSITIVE_DURATION, default=None,
               help="The fold lease, kept between passes by a driver sharing the declared "
               "queues with others; a dead driver's queues move on within it. Default: "
-              "twice --fold-interval-ms, at least 30 s; refused below the interval.")
+              "twice --fold-interval, at least 30s; refused below the interval.")
 @click.option("--driver-name", default=None,
               help="How other drivers name this one when it holds a queue (default "
               "host:pid).")
@@ -94,8 +124,10 @@ def worker(ctx: click.Context, handler: str, queue: str, concurrency: int, lease
               "options (EMQ_S3_*; no bucket: floor only).")
 @click.option("--retention/--no-retention", default=True, show_default=True,
               help="Apply every queue's retention policy (emq retention).")
-@click.option("--retention-interval-ms", default=60_000, show_default=True)
-@click.option("--prune-interval-ms", default=3_600_000, show_default=True,
+@click.option("--retention-interval", "retention_interval_ms", type=POSITIVE_DURATION,
+              default="1m", show_default=True)
+@click.option("--prune-interval", "prune_interval_ms", type=POSITIVE_DURATION, default="1h",
+              show_default=True,
               help="With --fold: how often each declared queue's archive retention (emq "
               "archive prune --keep ... --save) is applied to the floor and the bucket.")
 @remote_options
@@ -117,8 +149,9 @@ def scheduler(ctx: click.Context, queues: tuple[str, ...], interval_ms: int, max
     lease_ms = fold_lease_ms or max(30_000, 2 * fold_interval_ms)
     if fold and lease_ms <= fold_interval_ms:
         raise click.UsageError(
-            f"--fold-lease-ms {lease_ms} must outlast --fold-interval-ms "
-            f"{fold_interval_ms}: a driver keeps its queues between passes")
+            f"--fold-lease {format_duration_ms(lease_ms)} must outlast --fold-interval "
+            f"{format_duration_ms(fold_interval_ms)}: a driver keeps its queues between "
+            "passes")
     conn = connect(ctx)
     batch = BatchScheduler(conn)
     if cron:
@@ -142,6 +175,12 @@ def scheduler(ctx: click.Context, queues: tuple[str, ...], interval_ms: int, max
     done = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: done.set())
+    log.info("%s", start_line(
+        conn.safe_url, conn.prefix,
+        cron=cron_interval_ms if cron else None,
+        sweep=(interval_ms, queues) if queues else None,
+        retention=retention_interval_ms if retention else None,
+        fold=(fold_interval_ms, prune_interval_ms, floor, s3.bucket) if fold else None))
     with batch:
         done.wait()
     if driver is not None:

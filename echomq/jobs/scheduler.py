@@ -14,6 +14,7 @@ enqueued by exactly one ``cron_fire`` call, whichever scheduler makes it.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -44,6 +45,29 @@ DEFAULT_CRON_INTERVAL_MS = 1_000
 fires at most about a second late. A fixed tick (not one timed to the next fire) sees a
 schedule another process added at once, and costs one set read plus one read per
 scheduled queue per tick."""
+
+
+_NEWS = ("error", "trim_refused")
+"""Report fields that make a pass worth a log line whatever its counts."""
+_NOT_COUNTS = ("cutoff",)
+"""Integer report fields that are not counts of work done (a time)."""
+
+
+def _worth_saying(report: Any) -> Any:
+    """What of a pass's ``report`` (a report with ``to_dict``, or a dict of them per
+    queue) did something: any count above zero, an error; None when nothing did, so an
+    idle scheduler stays quiet. Structured, for one JSON log line."""
+    if report is None:
+        return None
+    if isinstance(report, dict) and not hasattr(report, "to_dict"):
+        found = {str(k): v for k, v in ((k, _worth_saying(r)) for k, r in report.items()) if v}
+        return found or None
+    row = report.to_dict() if hasattr(report, "to_dict") else report
+    if not isinstance(row, dict):
+        return row
+    busy = any(isinstance(v, int) and not isinstance(v, bool) and v > 0
+               for k, v in row.items() if k not in _NOT_COUNTS and not k.endswith("_at"))
+    return row if busy or any(row.get(k) for k in _NEWS) else None
 
 
 class BatchScheduler:
@@ -100,7 +124,7 @@ class BatchScheduler:
         with self._lock:
             self.fired = fired
         if fired:
-            log.info("cron fired %s", fired)
+            log.info("cron fired %s", json.dumps(fired))
         return fired
 
     def add_fold(self, fold: Callable[[], Any], *, interval_ms: int = DEFAULT_FOLD_INTERVAL_MS,
@@ -156,10 +180,17 @@ class BatchScheduler:
         except Exception as exc:  # the next pass retries; nothing was trimmed that is not safe
             log.warning("%s failed: %s", name, exc)
             return
-        if report is not None:  # a fold callable that reports nothing logs nothing
-            log.info("%s: %s", name, report)
+        done = _worth_saying(report)
+        if done:  # a pass that did nothing (or reports nothing) logs nothing
+            log.info("%s: %s", name, json.dumps(done, default=str, ensure_ascii=False))
 
     def start(self) -> BatchScheduler:
+        """Start every job's first pass now: not when it was added (setup in between,
+        such as opening a floor, would make the first passes overdue and APScheduler warn
+        that they overlap)."""
+        now = datetime.now(UTC)
+        for job in self._scheduler.get_jobs():
+            job.modify(next_run_time=now)
         self._scheduler.start()
         return self
 

@@ -9,6 +9,7 @@ of unrun; a running one has its cancel token set.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -68,7 +69,7 @@ class Beat:
         else:
             back = reap(self.conn, self.keys.queue)
             if back:
-                log.info("reaped %d lapsed lease(s): %s", len(back), back)
+                log.info("reaped %d lapsed lease(s): %s", len(back), json.dumps(back))
 
     def renew_held(self) -> None:
         """Renew every buffered lease (and, with ``auto_extend``, every running one) in
@@ -90,7 +91,8 @@ class Beat:
                 else:
                     self.held.let_go(job)
         if lost:
-            log.warning("%d held job(s) lost their lease: %s", len(lost), [j.id for j in lost])
+            log.warning("%d held job(s) lost their lease: %s", len(lost),
+                        json.dumps([j.id for j in lost]))
 
     def _renewed(self, job: JobContext, reply: Any, sent: float) -> bool:
         """Record one renewal's answer; False when the lease is no longer ours."""

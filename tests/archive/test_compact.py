@@ -365,7 +365,7 @@ def test_the_command_line(rec: Recorder, server_url: str, seaweed: SeaweedS3,
     result = CliRunner().invoke(archive_cli, ["compact", rec.queue])
     assert result.exit_code == 2 and "needs --bucket" in result.output
     result = CliRunner().invoke(archive_cli, ["compact", rec.queue, "--bucket", remote.bucket,
-                                              "--prefix", "archive/", "--json"])
+                                              "--s3-prefix", "archive/", "--json"])
     assert result.exit_code == 0, result.output
     [row] = json.loads(result.output)
     assert (row["objects_before"], row["objects_after"], row["packs"]) == (6, 2, 1)

@@ -260,7 +260,7 @@ def test_the_consumer_declare_keeps_the_record(rconn: Connection, queue: str) ->
 def test_the_cli_declares_the_record(rec: Recorder, server_url: str, seaweed: SeaweedS3,
                                      tmp_path: Path) -> None:
     code, _, _ = invoke("declare", rec.queue, "--url", server_url, "--record", "remote",
-                        "--bucket", "rec-bucket", "--prefix", "p/", "--endpoint-url",
+                        "--bucket", "rec-bucket", "--s3-prefix", "p/", "--endpoint-url",
                         seaweed.endpoint_url)
     assert code == 0
     assert archive_of_record(rec.conn, rec.queue) == (

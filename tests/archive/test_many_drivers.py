@@ -362,7 +362,7 @@ def test_emq_scheduler_refuses_a_fold_lease_that_does_not_outlast_the_interval()
 
     from echomq.cli.app import main
 
-    result = CliRunner().invoke(main, ["scheduler", "--fold", "--fold-interval-ms", "60000",
-                                       "--fold-lease-ms", "60000"])
+    result = CliRunner().invoke(main, ["scheduler", "--fold", "--fold-interval", "1m",
+                                       "--fold-lease", "60s"])
     assert result.exit_code == 2
-    assert "must outlast --fold-interval-ms 60000" in result.output
+    assert "must outlast --fold-interval 1m" in result.output

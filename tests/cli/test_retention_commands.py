@@ -100,7 +100,7 @@ def test_emq_scheduler_applies_retention_on_its_interval(conn, queue):
     echomq.set_retention(conn, queue, completed_count=1)
     child = subprocess.Popen(
         [sys.executable, "-m", "echomq", "--url", conn.url, "--executor", conn.executor_name,
-         "scheduler", "--retention-interval-ms", "100"],
+         "scheduler", "--retention-interval", "100ms"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ})
     try:

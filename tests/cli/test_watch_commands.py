@@ -63,7 +63,7 @@ def test_emq_wait_refuses_an_unknown_job_and_a_bad_timeout(conn, queue):
     done = emq(conn, "wait", "-q", queue, "nosuch")
     assert done.exit_code == 1 and "nosuch" in done.output
     done = emq(conn, "wait", "-q", queue, "any", "--timeout", "-1")
-    assert done.exit_code == 1 and "timeout_s" in done.output
+    assert done.exit_code == 2 and "--timeout" in done.output
     assert "Exit status" in emq(conn, "wait", "--help").output
 
 

@@ -209,7 +209,7 @@ def _scheduler_processes(conn: Connection, executor: str) -> list[subprocess.Pop
     )
     commands = [
         [sys.executable, "-m", "echomq", "--log-level", "INFO", "scheduler",
-         "--cron-interval-ms", "250"],
+         "--cron-interval", "250ms"],
         [sys.executable, "-c", batch],
     ]
     return [subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
@@ -237,8 +237,8 @@ def test_two_scheduler_processes_enqueue_each_fire_time_once(pconn, executor, qu
     assert stored.created_at <= times[0] and times[-1] <= stopped
     # each process logs the ids IT enqueued: together every job, none twice
     reported = [job_id for log in logs
-                for line in re.findall(r"cron fired \[(.*)\]", log)
-                for job_id in re.findall(r"'([^']+)'", line)]
+                for line in re.findall(r"cron fired (\[.*\])", log)
+                for job_id in json.loads(line)]
     assert sorted(reported) == sorted(ids), logs
     # every second from the first fire to the stop fired (one may be coalesced)
     def ticks(until: int) -> int:

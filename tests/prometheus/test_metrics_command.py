@@ -100,7 +100,7 @@ def test_a_worker_killed_mid_handler_is_past_due_then_recovered(
 ) -> None:
     job_id = echomq.add(conn, queue, {"n": 1})
     worker = start("--url", server_url, "--log-level", "WARNING", "worker",
-                   "tests.support.workers:sleepy", "--queue", queue, "--lease-ms", "500")
+                   "tests.support.workers:sleepy", "--queue", queue, "--lease", "500ms")
     try:
         wait_until(lambda: echomq.counts(conn, queue).active == 1, timeout=30)
         os.kill(worker.pid, signal.SIGKILL)

@@ -29,7 +29,7 @@ def test_kill_9_mid_handler_loses_nothing_and_settles_everything_once(server_url
     conn = echomq.connect(server_url)
     total = 600
     echomq.add_many(conn, queue, [{"n": i} for i in range(total)])
-    opts = ("--concurrency", "4", "--lease-ms", "700", "--record", "--recovery", "reap")
+    opts = ("--concurrency", "4", "--lease", "700ms", "--record", "--recovery", "reap")
     procs = [worker(server_url, queue, "tests.support.workers:slow", *opts) for _ in range(3)]
     try:
         wait_until(lambda: echomq.counts(conn, queue).completed >= 100, timeout=30)
@@ -54,7 +54,7 @@ def test_sigterm_hands_back_running_jobs_and_exits(server_url, queue):
     conn = echomq.connect(server_url)
     echomq.add_many(conn, queue, [{"n": i} for i in range(2)])
     proc = worker(server_url, queue, "tests.support.workers:sleepy", "--concurrency", "2",
-                  "--lease-ms", "60000", "--grace-ms", "200")
+                  "--lease", "60s", "--grace", "200ms")
     try:
         wait_until(lambda: echomq.counts(conn, queue).active == 2, timeout=30)
         proc.send_signal(signal.SIGTERM)
@@ -76,7 +76,7 @@ def test_a_handler_path_that_does_not_import_is_a_clear_error(server_url, queue)
 def test_a_second_signal_skips_the_grace_period(server_url, queue):
     conn = echomq.connect(server_url)
     echomq.add(conn, queue, {"n": 1})
-    proc = worker(server_url, queue, "tests.support.workers:sleepy", "--grace-ms", "60000")
+    proc = worker(server_url, queue, "tests.support.workers:sleepy", "--grace", "60s")
     try:
         wait_until(lambda: echomq.counts(conn, queue).active == 1, timeout=30)
         proc.send_signal(signal.SIGTERM)
@@ -95,7 +95,7 @@ def test_workers_ride_out_a_server_restart(private_server, queue):
     total = 300
     echomq.add_many(conn, queue, [{"n": i} for i in range(total)])
     proc = worker(private_server.url, queue, "tests.support.workers:slow", "--concurrency", "4",
-                  "--lease-ms", "1000", "--record")
+                  "--lease", "1s", "--record")
     try:
         wait_until(lambda: echomq.counts(conn, queue).completed >= 50, timeout=30)
         private_server.restart()  # AOF on: every acknowledged write survives
