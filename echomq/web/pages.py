@@ -149,7 +149,10 @@ def _archive_context(board: Dashboard, query: dict[str, str]) -> dict[str, Any]:
 
     assert board.floor is not None
     conn = board.conn
+    wanted = query.get("q", "")[:MAX_FILTER]
     names = archive_view.archive_names(conn, board.floor)
+    if wanted:
+        names = [n for n in names if wanted in n]
     pages = max(1, -(-len(names) // OVERVIEW_PER_PAGE))
     page = min(_number(query.get("page"), 0, MAX_PAGE), pages - 1)
     rows = archive_view.archive_rows(
@@ -171,14 +174,15 @@ def _archive_context(board: Dashboard, query: dict[str, str]) -> dict[str, Any]:
             error = str(exc)
     return {"rows": rows, "found": found, "error": error, "query": query,
             "limit": AUDIT_LIMIT, "page": page, "pages": pages, "total": len(names),
-            "first": page * OVERVIEW_PER_PAGE}
+            "first": page * OVERVIEW_PER_PAGE, "q": wanted}
 
 
 async def archive(board: Dashboard, request: Request) -> Response:
     if board.floor is None:
         return board.render(request, "archive.html", status=404, rows=[], found=None,
                             error="no floor: start the dashboard with --floor PATH",
-                            query={}, limit=AUDIT_LIMIT, page=0, pages=1, total=0, first=0)
+                            query={}, limit=AUDIT_LIMIT, page=0, pages=1, total=0, first=0,
+                            q="")
     context = await board.call(_archive_context, board, dict(request.query_params))
     return board.render(request, "archive.html", status=400 if context["error"] else 200,
                         **context)
