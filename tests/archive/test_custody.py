@@ -11,6 +11,7 @@ that happened to trim first.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -168,3 +169,53 @@ def test_a_driver_told_never_to_claim_leaves_an_unset_record_alone(
     assert (report.uploaded, report.trimmed) == (1, 0)
     assert "no archive of record is declared" in (report.trim_refused or "")
     assert archive_of_record(rec.conn, rec.queue) is None
+
+
+def test_the_scheduler_claims_a_floor_only_with_claim_record(
+        rec: Recorder, tmp_path: Path) -> None:
+    """``emq scheduler --fold`` without a bucket folds copies and trims nothing; with
+    ``--claim-record`` its floor becomes the record and the stream is trimmed."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.support import ROOT
+    from tests.support.waits import wait_until
+
+    rec.add(6)
+    env = {**os.environ, "EMQ_URL": rec.conn.url, "EMQ_S3_BUCKET": ""}
+
+    def scheduler(floor: Path, *flags: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "echomq", "scheduler", "--fold", "--no-cron",
+             "--no-retention", "--fold-interval-ms", "200", "--floor", str(floor), *flags],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def folded(floor: Path) -> int:
+        if not (floor / "data.mdb").exists():
+            return 0
+        with Floor(floor) as opened:
+            return opened.status(rec.queue).entries if rec.queue in opened.queues() else 0
+
+    for flags, trimmed in (((), False), (("--claim-record",), True)):
+        floor = tmp_path / f"floor-{len(flags)}"
+        proc = scheduler(floor, *flags)
+        try:
+            wait_until(lambda floor=floor: folded(floor) == 6, timeout=60, step=0.2)
+            if trimmed:
+                wait_until(lambda: rec.conn.redis.xlen(rec.key) == 0, timeout=60, step=0.2)
+            else:
+                time.sleep(1)  # a few more passes: still nothing trimmed
+                assert rec.conn.redis.xlen(rec.key) == 6
+                assert archive_of_record(rec.conn, rec.queue) is None
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            out = proc.communicate(timeout=30)[0]
+        assert proc.returncode == 0, out
+        if not trimmed:
+            warned = [line for line in out.splitlines()
+                      if "WARNING" in line and "no archive of record is declared" in line]
+            assert len(warned) == 1, out  # a warning once, not one a pass
+    with Floor(tmp_path / "floor-1") as floor:
+        assert archive_of_record(rec.conn, rec.queue) == floor.record_address()
