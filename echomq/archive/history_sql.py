@@ -147,6 +147,9 @@ def _load(floor: Floor, queues: Iterable[str], since: int | None, until: int | N
                 db.execute(_LOAD, {"queue": queue, "path": path, "since": since,
                                    "until": until})
             db.execute(VIEW)
+        except duckdb.Error as exc:  # an entry DuckDB cannot type: named, as a bad query is
+            db.close()
+            raise QueryFailed(f"the floor's history did not load into DuckDB: {exc}") from exc
         except BaseException:
             db.close()
             raise
