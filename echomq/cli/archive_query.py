@@ -43,7 +43,7 @@ def _time(value: str | None) -> int | None:
               help="One JSON object per row (times as ISO 8601 UTC).")
 @click.option("--external-access", is_flag=True,
               help="Let the SQL read and write files (COPY ... TO), attach databases and "
-                   "load extensions. Off by default: the SQL runs with your rights.")
+                   "load extensions (off by default: such SQL would act with your rights).")
 def query_cmd(sql: str, floor_path: str, as_json: bool, external_access: bool) -> None:
     """Run SQL (DuckDB) over the view `outcomes` of the floor's history: queue, job_id,
     outcome, result, attempts, at, created_at, started_at (UTC timestamps), error (a dead
