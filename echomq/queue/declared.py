@@ -61,10 +61,11 @@ def declare(conn: Connection, queue: str, archive: str | ArchiveOfRecord | None 
 
     ``archive`` (a Remote, a Floor, or an address) becomes the stream's archive of record,
     replacing any earlier one; without it the record stays as it is (none: the first
-    driver with a remote that trims claims it; a floor-only driver only when told to). ``payload=True`` also records each job's name and
-    payload with its outcome (what ``archive.replay`` needs; off by default: payloads can
-    be large or sensitive), ``False`` stops it, ``None`` keeps what was declared, so a
-    recording Consumer's declare never turns it off.
+    driver with a remote that trims claims it; a floor-only driver only when told to).
+    ``payload=True`` also records each job's name and payload with its outcome (what
+    ``archive.replay`` needs; off by default: payloads can be large or sensitive),
+    ``False`` stops it, ``None`` keeps what was declared, so a recording Consumer's
+    declare never turns it off.
     """
     keys = conn.keys(queue)
     record = None if archive is None else record_address(archive)
