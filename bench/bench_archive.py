@@ -138,6 +138,7 @@ def one_run(conn: object, work: Path, weed: SeaweedS3, entries: int, slice_count
     conn.redis.execute_command("MEMORY", "PURGE")  # type: ignore[attr-defined]
     out["used_before"], out["stream_before"] = memory(conn, queue)
     with Floor(work / f"floor-{queue}", map_size=1 << 30) as floor:
+        declare(conn, queue, archive=floor)  # a floor alone trims as the declared record
         started = time.perf_counter()
         report = Driver(conn, floor, slice_count=slice_count).fold(queue)
         out["floor_rate"] = report.entries / (time.perf_counter() - started)
@@ -150,6 +151,7 @@ def one_run(conn: object, work: Path, weed: SeaweedS3, entries: int, slice_count
     declare(conn, queue)
     fill(conn, queue, entries)
     with Floor(work / f"floor-{queue}", map_size=1 << 30) as floor, python_path():
+        declare(conn, queue, archive=floor)
         started = time.perf_counter()
         report = Driver(conn, floor, slice_count=slice_count).fold(queue)
         out["python_rate"] = report.entries / (time.perf_counter() - started)
@@ -158,6 +160,7 @@ def one_run(conn: object, work: Path, weed: SeaweedS3, entries: int, slice_count
     declare(conn, queue)
     fill(conn, queue, entries, counted_ids=True)
     with Floor(work / f"floor-{queue}", map_size=1 << 30) as floor:
+        declare(conn, queue, archive=floor)  # a floor alone trims as the declared record
         started = time.perf_counter()
         report = Driver(conn, floor, slice_count=slice_count).fold(queue)
         out["counted_rate"] = report.entries / (time.perf_counter() - started)

@@ -69,6 +69,7 @@ def run(rate: int, seconds: float, age_s: float, fold_s: float,
         conn.redis.execute_command("MEMORY", "PURGE")
         baseline = used(conn)
         driver = Driver(conn, Path(folder) / "floor")
+        declare(conn, QUEUE, archive=driver.floor)  # the floor trims and marks as the record
         consumer = echomq.Consumer(conn, QUEUE, lambda job: {"sent": True}, concurrency=8)
         worker = threading.Thread(target=consumer.run, kwargs={"install_signals": False})
         stop = threading.Event()

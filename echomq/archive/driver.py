@@ -18,7 +18,10 @@ floor's checkpoint (trimmed or deleted by someone else): such a fold stops with
 :class:`StreamGap`, records the gap in the floor and trims nothing until an operator
 acknowledges it (:meth:`Driver.acknowledge_gap`). And only a driver that writes to the
 stream's archive of record trims (see :mod:`echomq.queue.declared`); any other folds
-into its floor and reports ``trim_refused``.
+into its floor and reports ``trim_refused``. A stream whose record nobody declared is
+claimed only by a driver with a remote, or one told to (``claim_record=True``): a one-off
+floor-only fold must never take the stream from the deployment's archive by trimming
+first (the production driver would then stop with a gap, its bucket holding none of it).
 
 The steps live beside it: the stream checks in :mod:`echomq.archive.stream_checks`, the
 upload, confirm and manifest steps in :mod:`echomq.archive.upload`; this module keeps
@@ -149,6 +152,12 @@ class Driver(StreamChecks, UploadSteps):
     says who holds a lease in other drivers' reports (default ``host:pid``).
     ``progress(queue, n)`` is told the entries each slice committed to the floor (the CLI
     draws a bar with it).
+
+    ``claim_record`` says whether this driver claims a stream whose archive of record
+    nobody declared, atomically inside its first fenced trim: ``None`` (default) claims
+    for a remote and never for a floor alone (a floor-only driver then folds into its
+    floor, trims nothing, marks nothing, and says so in ``trim_refused``); ``True``
+    claims for the remote, else the floor; ``False`` never claims.
     """
 
     def __init__(
@@ -165,6 +174,7 @@ class Driver(StreamChecks, UploadSteps):
         compress_level: int = 1,
         name: str | None = None,
         progress: Callable[[str, int], None] | None = None,
+        claim_record: bool | None = None,
     ) -> None:
         for what, value in (("slice_count", slice_count), ("slice_bytes", slice_bytes),
                             ("lease_ms", lease_ms)):
@@ -188,6 +198,11 @@ class Driver(StreamChecks, UploadSteps):
         self.progress = progress
         self.compress_level = compress_level
         self.name = check_driver_name(name) if name is not None else default_name()
+        if claim_record is not None and not isinstance(claim_record, bool):
+            raise InvalidArgument(f"claim_record must be True, False or None, got "
+                                  f"{claim_record!r}")
+        self.claim_record = remote is not None if claim_record is None else claim_record
+        """Whether this driver claims an archive of record nobody declared."""
         self._lease_token = f"{self.name}/{uuid.uuid4().hex}"
         self._folding = threading.Lock()
         self._held: list[str] = []  # queues whose lease fold_declared keeps between passes
@@ -196,6 +211,7 @@ class Driver(StreamChecks, UploadSteps):
         """The queue being folded now (for a hook, a log line)."""
         self._roster = Roster(conn, self.name, lease_ms)
         self._entry_bytes: dict[str, float | None] = {}  # mean line size per queue: pages
+        self._refusals: set[tuple[str, str | None]] = set()  # trim refusals logged so far
 
     def close(self) -> None:
         """Give back the leases ``fold_declared`` kept, so other drivers take the queues
@@ -504,7 +520,7 @@ class Driver(StreamChecks, UploadSteps):
         self.floor.check_in_place()
         writes, also = self._archives()
         try:
-            lease.mark(checkpoint, writes, also)
+            lease.mark(checkpoint, writes, also, claim=self.claim_record)
         except NotArchiveOfRecord:
             self._refuse_trim(queue, tally, archive_of_record(self.conn, queue))
 
@@ -518,7 +534,8 @@ class Driver(StreamChecks, UploadSteps):
         self._at("before_trim")
         writes, also = self._archives()
         try:
-            tally.counts["trimmed"] += lease.trim(id_after(safe), writes, also)
+            tally.counts["trimmed"] += lease.trim(id_after(safe), writes, also,
+                                                  claim=self.claim_record)
         except NotArchiveOfRecord:
             self._refuse_trim(queue, tally, archive_of_record(self.conn, queue))
             return
@@ -536,20 +553,33 @@ class Driver(StreamChecks, UploadSteps):
 
     def _may_trim(self, queue: str, tally: _Tally) -> bool:
         """Whether this driver writes the stream's archive of record (asked once a fold;
-        the fenced trim checks again). Unset: the trim claims it."""
+        the fenced trim checks again). Unset: the trim claims it, if this driver claims."""
         if not tally.record_checked:
             tally.record_checked = True
             record = archive_of_record(self.conn, queue)
-            if record is not None and record not in self._archives():
+            if (record is None and not self.claim_record) or (
+                    record is not None and record not in self._archives()):
                 self._refuse_trim(queue, tally, record)
         return tally.trim_refused is None
 
     def _refuse_trim(self, queue: str, tally: _Tally, record: str | None) -> None:
         writes = " and ".join(a for a in self._archives() if a)
-        tally.trim_refused = (f"the archive of record of {queue!r} is {record}; this driver "
-                              f"writes {writes}, so it folds into its floor but never trims "
-                              "(nor marks the stream folded for retention)")
-        log.warning("archive: %s", tally.trim_refused)
+        if record is None:
+            tally.trim_refused = (
+                f"no archive of record is declared for {queue!r}, and this driver does not "
+                f"claim one for {writes} (only a driver with a remote claims it unasked), "
+                "so it folds into its floor but never trims (nor marks the stream folded "
+                "for retention); to make this floor the record: "
+                f"`emq archive declare {queue} --record floor`, `emq archive fold "
+                "--claim-record`, or Driver(..., claim_record=True)")
+        else:
+            tally.trim_refused = (
+                f"the archive of record of {queue!r} is {record}; this driver writes "
+                f"{writes}, so it folds into its floor but never trims (nor marks the "
+                "stream folded for retention)")
+        if (queue, record) not in self._refusals:  # once per driver: a pass each second
+            self._refusals.add((queue, record))
+            log.warning("archive: %s", tally.trim_refused)
 
     # -- gaps: entries lost before the floor took them ------------------------------------
 

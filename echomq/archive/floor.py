@@ -473,14 +473,17 @@ class Floor(GapLedger, DigestChain, FloorFormat, PendingRebase):
             for _, line in self._scan(txn, dbs["entries"], _qk(queue)):
                 yield line
 
-    def query(self, sql: str, progress: Tick | None = None) -> QueryResult:
+    def query(self, sql: str, *, external_access: bool = False,
+              progress: Tick | None = None) -> QueryResult:
         """Run ``sql`` (DuckDB) over the view ``outcomes`` of every queue in the floor:
         queue, job_id, outcome, result, attempts, at, created_at, started_at (timestamps,
         UTC), error (a dead outcome's result), name and payload (when recorded), stream_id.
+        The SQL reads and writes no file, attaches no database and loads no extension
+        unless ``external_access=True`` (for ``COPY ... TO`` exports of your own).
         ``progress`` is told how many entries were read. Needs the extra ``echomq[sql]``."""
         from echomq.archive.history_sql import query
 
-        return query(self, sql, progress)
+        return query(self, sql, external_access=external_access, progress=progress)
 
     def export(self, queue: str, path: str | os.PathLike[str], format: str = "parquet",
                since: int | datetime | None = None, until: int | datetime | None = None,

@@ -88,23 +88,25 @@ class FoldLease:
     def release(self) -> bool:
         return self._run("fold_release", [self.keys.archive_lease], [self.token]) == 1
 
-    def trim(self, minid: str, archive: str, also: str = "") -> int:
+    def trim(self, minid: str, archive: str, also: str = "", *, claim: bool = False) -> int:
         """``XTRIM MINID minid`` on the stream, only while the lease is ours and only when
-        ``archive`` (or ``also``) is the stream's archive of record; ``archive`` claims an
-        unset record."""
+        ``archive`` (or ``also``) is the stream's archive of record; with ``claim``,
+        ``archive`` claims an unset record (without, an unset record refuses the trim)."""
         return self._run(
             "fold_trim",
             [self.keys.archive_lease, self.keys.completions, self.keys.meta],
-            [self.token, minid, self.lease_ms, archive, also],
+            [self.token, minid, self.lease_ms, archive, also, "1" if claim else "0"],
         )
 
-    def mark(self, checkpoint: str, archive: str, also: str = "") -> bool:
+    def mark(self, checkpoint: str, archive: str, also: str = "", *,
+             claim: bool = False) -> bool:
         """Record ``checkpoint`` (the floor's) as the queue's ``folded`` mark, only while
-        the lease is ours and ``archive`` (or ``also``) is the archive of record; the mark
-        never moves backwards. True when it moved."""
+        the lease is ours and ``archive`` (or ``also``) is the archive of record (claimed
+        when unset only with ``claim``, as :meth:`trim`); the mark never moves backwards.
+        True when it moved."""
         return self._run(
             "fold_mark", [self.keys.archive_lease, self.keys.meta],
-            [self.token, checkpoint, archive, also],
+            [self.token, checkpoint, archive, also, "1" if claim else "0"],
         ) == 1
 
     def __enter__(self) -> FoldLease:

@@ -148,7 +148,8 @@ def archive() -> None:
 @click.option("--record", type=click.Choice(["remote", "floor"]),
               help="Name the archive of record: the remote (--bucket...) or the floor "
                    "(--floor). Only a driver writing to it trims. Default: unchanged; "
-                   "unset, the first driver that trims claims it.")
+                   "unset, the first driver WITH A REMOTE that trims claims it (a "
+                   "floor-only driver only with --claim-record).")
 @click.option("--payload/--no-payload", default=None,
               help="Also record each job's name and payload with its outcome (what "
                    "`emq archive replay` needs; off unless asked). Default: unchanged.")
@@ -191,11 +192,23 @@ def undeclare_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None) 
 @remote_options
 @click.option("--slice-count", type=click.IntRange(min=1), default=5000, show_default=True,
               help="Stream entries per slice at most.")
+@click.option("--claim-record", is_flag=True,
+              help="Make this floor (or the remote, with --bucket) the archive of record "
+                   "of a queue that has none, so this fold trims the stream. Without a "
+                   "remote and without this flag, such a queue is folded into the floor "
+                   "and NOT trimmed (the stream keeps every entry for the deployment's "
+                   "own archive).")
 @_json_option
 @click.pass_context
 def fold_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None, floor_path: str,
-             s3: RemoteSettings, slice_count: int, as_json: bool) -> None:
+             s3: RemoteSettings, slice_count: int, claim_record: bool, as_json: bool) -> None:
     """Fold QUEUES (default: every declared queue) into the floor and the remote.
+
+    Only the archive of record's driver trims the stream. A queue that has none
+    (`emq archive declare Q --record floor|remote` names it) is claimed by a fold with a
+    remote (--bucket) or with --claim-record; a floor-only fold without the flag folds
+    a copy into its floor and trims nothing, so a one-off fold never takes a stream
+    from the deployment's archive. Each untrimmed queue is named on stderr.
 
     A queue whose fold lease another driver holds is skipped at once, never waited for,
     and named with its holder (not a failure). Exits 1 when any fold failed. Shows a
@@ -210,7 +223,8 @@ def fold_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None, floor
     def run(task: Task) -> None:
         try:
             driver = Driver(conn, floor_path, remote, slice_count=slice_count,
-                            progress=lambda queue, n: ticks[queue](n))
+                            progress=lambda queue, n: ticks[queue](n),
+                            claim_record=True if claim_record else None)
         except EchoMQError as exc:  # the floor cannot open: every queue failed
             reports.extend(FoldReport(q, error=repr(exc)) for q in names)
             return
@@ -235,6 +249,8 @@ def fold_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None, floor
         if report.skipped:
             click.echo(f"skipped {report.queue}: {report.skipped}"
                        + (f" ({report.held_by})" if report.held_by else ""), err=True)
+        elif report.trim_refused:
+            click.echo(f"not trimmed {report.queue}: {report.trim_refused}", err=True)
     failed = [r for r in reports if r.error]
     for report in failed:
         click.echo(f"fold of {report.queue} failed: {report.error}", err=True)

@@ -31,18 +31,24 @@ def _floor(floor_path: str) -> Floor:
               show_default=True, help="The LMDB floor directory.")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object per row (times as ISO 8601 UTC).")
-def query_cmd(sql: str, floor_path: str, as_json: bool) -> None:
+@click.option("--external-access", is_flag=True,
+              help="Let the SQL read and write files (COPY ... TO), attach databases and "
+                   "load extensions (off by default: such SQL would act with your rights).")
+def query_cmd(sql: str, floor_path: str, as_json: bool, external_access: bool) -> None:
     """Run SQL (DuckDB) over the view `outcomes` of the floor's history: queue, job_id,
     outcome, result, attempts, at, created_at, started_at (UTC timestamps), error (a dead
     outcome's result), name and payload (when recorded), stream_id.
 
-    Refuses a missing floor, SQL that DuckDB rejects (QueryFailed), and runs only with
-    the extra installed: pip install 'echomq[sql]'. Shows a progress bar of the entries
-    read on a terminal (on stderr; none with --json)."""
+    The SQL reaches nothing else: no file is read or written, no database attached, no
+    extension loaded, no setting changed, unless --external-access is given (for your own
+    COPY ... TO; `emq archive export` writes Parquet or JSON lines without it). Refuses a
+    missing floor, SQL that DuckDB rejects (QueryFailed), and runs only with the extra
+    installed: pip install 'echomq[sql]'. Shows a progress bar of the entries read on a
+    terminal (on stderr; none with --json)."""
     with as_click_error(), _floor(floor_path) as floor, \
             bars(False if as_json else None, "query") as task:
         tick = task("", sum(floor.status(q).entries for q in floor.queues()))
-        answer = floor.query(sql, progress=tick)
+        answer = floor.query(sql, external_access=external_access, progress=tick)
     if as_json:
         for row in answer.to_dicts():
             click.echo(json.dumps(row, default=_jsonable, ensure_ascii=False,

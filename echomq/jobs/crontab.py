@@ -4,7 +4,8 @@ Times cross this module as integer epoch milliseconds (the server clock's unit);
 times are whole seconds, as ``CronTrigger`` computes them. ``latest_fire`` finds the
 LATEST fire time in a window by bisection over ``get_next_fire_time`` (monotone in its
 start), so a scheduler that was down for a year costs ~40 trigger steps, not one per
-missed tick: that is what makes a coalesced catch-up cheap.
+missed tick: that is what makes a coalesced catch-up cheap. Fire times are once per
+wall-clock time in the schedule's zone (see ``_next_s`` for the two DST nights).
 """
 
 from __future__ import annotations
@@ -58,9 +59,47 @@ def _at(second: int) -> datetime:
 
 
 def _next_s(trigger: CronTrigger, second: int) -> int | None:
-    """The first fire time (epoch seconds) at or after ``second``."""
-    found = trigger.get_next_fire_time(None, _at(second))
-    return None if found is None else int(found.timestamp())
+    """The first fire time (epoch seconds) at or after ``second``, once per wall-clock
+    time: on a fall-back night the hour that comes twice fires only the first time (a
+    ``30 2 * * *`` in Paris fires at 02:30 CEST, not again at 02:30 CET). A wall-clock
+    time a spring-forward night skips fires as ``CronTrigger`` places it, an hour later
+    on the new offset (02:30 -> 03:30 CEST), so a daily schedule still fires that day."""
+    while True:
+        found = trigger.get_next_fire_time(None, _at(second))
+        if found is None:
+            return None
+        at = int(found.timestamp())
+        if not _repeated(trigger, at):
+            return at
+        second = _after_repeat(trigger, at)
+
+
+def _local(trigger: CronTrigger, second: int) -> datetime:
+    return datetime.fromtimestamp(second, trigger.timezone)
+
+
+def _repeated(trigger: CronTrigger, second: int) -> bool:
+    """Is ``second`` the second pass of a wall-clock time (``fold=1``: the hour a
+    fall-back repeats)?"""
+    return _local(trigger, second).fold == 1
+
+
+def _after_repeat(trigger: CronTrigger, second: int) -> int:
+    """The first epoch second after the repeated stretch that holds ``second``: the
+    stretch is as long as the offset fell back (an hour in most zones), so it ends
+    within that many seconds; bisection finds the end in a few steps."""
+    local = _local(trigger, second)
+    first = local.replace(fold=0).utcoffset()
+    again = local.utcoffset()
+    span = int((first - again).total_seconds()) if first and again else 3600
+    lo, hi = second, second + max(span, 1)  # _repeated(lo) holds, _repeated(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _repeated(trigger, mid):
+            lo = mid
+        else:
+            hi = mid
+    return hi
 
 
 def next_fire(trigger: CronTrigger, from_ms: int) -> int | None:

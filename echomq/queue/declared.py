@@ -9,8 +9,12 @@ A declared stream also names its *archive of record* (the ``archive`` field of t
 hash): the one store whose copy makes trimming safe. It is an address, ``s3://bucket/prefix
 at endpoint`` for a remote or ``floor:<id>`` for one floor (its own id, kept inside it).
 It is set by ``declare(conn, q, archive=remote_or_floor)``, or, when nobody declared one,
-claimed by the first driver that trims (atomically, inside the fenced trim). A driver that
-writes neither to it may fold into its own floor but never trims, and says so.
+claimed by the first driver that trims and claims (atomically, inside the fenced trim): a
+driver with a remote claims unasked, a floor alone only when told to
+(``Driver(claim_record=True)``, ``emq archive fold --claim-record``), so a one-off local
+fold never takes the stream from the deployment's archive. A driver that writes neither
+to it (or does not claim an unset one) may fold into its own floor but never trims, and
+says so.
 
 These are queue keys the queue's Lua reads, so they live in the substrate: the Consumer
 (``record=True``) and the archive both declare through here. The archive's objects name
@@ -57,10 +61,11 @@ def declare(conn: Connection, queue: str, archive: str | ArchiveOfRecord | None 
 
     ``archive`` (a Remote, a Floor, or an address) becomes the stream's archive of record,
     replacing any earlier one; without it the record stays as it is (none: the first
-    driver that trims claims it). ``payload=True`` also records each job's name and
-    payload with its outcome (what ``archive.replay`` needs; off by default: payloads can
-    be large or sensitive), ``False`` stops it, ``None`` keeps what was declared, so a
-    recording Consumer's declare never turns it off.
+    driver with a remote that trims claims it; a floor-only driver only when told to).
+    ``payload=True`` also records each job's name and payload with its outcome (what
+    ``archive.replay`` needs; off by default: payloads can be large or sensitive),
+    ``False`` stops it, ``None`` keeps what was declared, so a recording Consumer's
+    declare never turns it off.
     """
     keys = conn.keys(queue)
     record = None if archive is None else record_address(archive)

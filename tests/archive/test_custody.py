@@ -1,19 +1,26 @@
-"""Issue 8, item 15: a store that answers 200 and keeps nothing never gets the stream trimmed.
+"""Custody of the stream: who may trim it.
 
+Issue 8, item 15: a store that answers 200 and keeps nothing never gets the stream trimmed.
 A real HTTP proxy sits in front of SeaweedFS or moto and answers 200 to PUTs without
 forwarding them; the driver must see, before trimming, that the objects are not there.
+
+Issue 20, item 12: the archive of record is claimed explicitly, never by a floor-only fold
+that happened to trim first.
 """
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from echomq.archive import Driver, Floor, S3Remote, restore, verify
-from echomq.errors import RemoteUnavailable
+from echomq.archive import Driver, Floor, S3Remote, declare, restore, verify
+from echomq.errors import InvalidArgument, RemoteUnavailable
+from echomq.queue.declared import archive_of_record
 from tests.support.archive import bucket_name, folded_ids
 from tests.support.proxies import FlakyProxy
 from tests.support.recorder import Recorder
@@ -87,3 +94,128 @@ def test_a_slice_lost_after_its_upload_is_caught_before_the_trim(
     report = Driver(rec.conn, floor_path, direct, slice_count=10).fold(rec.queue)
     assert (report.uploaded, report.trimmed) == (1, 10)
     assert len(folded_ids(direct, rec.queue)) == 10
+
+
+# -- the archive of record is never claimed by a floor-only fold (issue 20, item 12) ---------
+
+
+def fold_cli(*args: str) -> Any:
+    """``emq archive fold ...`` through click, stdout and stderr apart."""
+    from click.testing import CliRunner
+
+    from echomq.cli import main as emq
+
+    return CliRunner().invoke(emq, ["archive", "fold", *args], catch_exceptions=False)
+
+
+def test_a_one_off_floor_only_fold_takes_nothing_from_the_s3_driver(
+        rec: Recorder, weed_remote: S3Remote, tmp_path: Path) -> None:
+    """``emq archive fold Q`` with no remote, in some folder, before the production S3
+    driver ever ran: it folds a copy into its floor and trims nothing, so the S3 driver
+    then folds every entry into the bucket, with no StreamGap, and becomes the record."""
+    rec.add(30)
+    one_off = fold_cli(rec.queue, "--url", rec.conn.url, "--floor", str(tmp_path / "one-off"),
+                       "--slice-count", "10", "--json")
+    assert one_off.exit_code == 0, one_off.output
+    assert json.loads(one_off.stdout)["entries"] == 30
+    assert json.loads(one_off.stdout)["trimmed"] == 0
+    assert f"not trimmed {rec.queue}: no archive of record is declared" in one_off.stderr
+    assert "--claim-record" in one_off.stderr
+    assert rec.conn.redis.xlen(rec.key) == 30
+    assert archive_of_record(rec.conn, rec.queue) is None
+    assert rec.conn.redis.hget(rec.conn.keys(rec.queue).meta, "folded") is None
+
+    with Floor(tmp_path / "production") as floor:
+        report = Driver(rec.conn, floor, weed_remote, slice_count=10).fold(rec.queue)
+    assert (report.entries, report.trimmed, report.trim_refused) == (30, 30, None)
+    assert folded_ids(weed_remote, rec.queue) == rec.written_ids()
+    assert archive_of_record(rec.conn, rec.queue) == weed_remote.record_address()
+    # and the one-off floor, folded again, still never trims what the bucket holds
+    rec.add(5)
+    again = Driver(rec.conn, tmp_path / "one-off").fold(rec.queue)
+    assert again.trimmed == 0 and "is s3://" in (again.trim_refused or "")
+
+
+def test_claiming_the_record_for_a_floor_is_explicit(
+        rec: Recorder, tmp_path: Path) -> None:
+    """``--claim-record`` (or ``claim_record=True``, or declaring the floor) makes a floor
+    the record: that fold trims, and the record names the floor."""
+    rec.add(12)
+    claimed = fold_cli(rec.queue, "--url", rec.conn.url, "--floor", str(tmp_path / "floor"),
+                       "--claim-record", "--json")
+    assert claimed.exit_code == 0, claimed.output
+    assert json.loads(claimed.stdout)["trimmed"] == 12 and "not trimmed" not in claimed.stderr
+    with Floor(tmp_path / "floor") as floor:
+        assert archive_of_record(rec.conn, rec.queue) == floor.record_address()
+    assert rec.conn.redis.xlen(rec.key) == 0
+
+    other = f"{rec.queue}-lib"
+    declare(rec.conn, other)
+    Recorder(rec.conn, other).add(4)
+    with Floor(tmp_path / "lib") as floor:
+        assert Driver(rec.conn, floor).fold(other).trimmed == 0  # unasked: a copy
+        report = Driver(rec.conn, floor, claim_record=True).fold(other)
+        assert report.trimmed == 4 and archive_of_record(rec.conn, other) == \
+            floor.record_address()
+    with pytest.raises(InvalidArgument, match="claim_record"):
+        Driver(rec.conn, tmp_path / "lib", claim_record="yes")  # type: ignore[arg-type]
+
+
+def test_a_driver_told_never_to_claim_leaves_an_unset_record_alone(
+        rec: Recorder, weed_remote: S3Remote, tmp_path: Path) -> None:
+    rec.add(3)
+    report = Driver(rec.conn, tmp_path / "floor", weed_remote,
+                    claim_record=False).fold(rec.queue)
+    assert (report.uploaded, report.trimmed) == (1, 0)
+    assert "no archive of record is declared" in (report.trim_refused or "")
+    assert archive_of_record(rec.conn, rec.queue) is None
+
+
+def test_the_scheduler_claims_a_floor_only_with_claim_record(
+        rec: Recorder, tmp_path: Path) -> None:
+    """``emq scheduler --fold`` without a bucket folds copies and trims nothing; with
+    ``--claim-record`` its floor becomes the record and the stream is trimmed."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.support import ROOT
+    from tests.support.waits import wait_until
+
+    rec.add(6)
+    env = {**os.environ, "EMQ_URL": rec.conn.url, "EMQ_S3_BUCKET": ""}
+
+    def scheduler(floor: Path, *flags: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "echomq", "scheduler", "--fold", "--no-cron",
+             "--no-retention", "--fold-interval", "200ms", "--floor", str(floor), *flags],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def folded(floor: Path) -> int:
+        if not (floor / "data.mdb").exists():
+            return 0
+        with Floor(floor) as opened:
+            return opened.status(rec.queue).entries if rec.queue in opened.queues() else 0
+
+    for flags, trimmed in (((), False), (("--claim-record",), True)):
+        floor = tmp_path / f"floor-{len(flags)}"
+        proc = scheduler(floor, *flags)
+        try:
+            wait_until(lambda floor=floor: folded(floor) == 6, timeout=60, step=0.2)
+            if trimmed:
+                wait_until(lambda: rec.conn.redis.xlen(rec.key) == 0, timeout=60, step=0.2)
+            else:
+                time.sleep(1)  # a few more passes: still nothing trimmed
+                assert rec.conn.redis.xlen(rec.key) == 6
+                assert archive_of_record(rec.conn, rec.queue) is None
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            out = proc.communicate(timeout=30)[0]
+        assert proc.returncode == 0, out
+        if not trimmed:
+            warned = [line for line in out.splitlines()
+                      if "WARNING" in line and "no archive of record is declared" in line]
+            assert len(warned) == 1, out  # a warning once, not one a pass
+    with Floor(tmp_path / "floor-1") as floor:
+        assert archive_of_record(rec.conn, rec.queue) == floor.record_address()

@@ -1,5 +1,6 @@
 """SQL over the archive's history (DuckDB over a typed view of a real floor) and exports
-(Parquet through pyarrow, JSON lines): what a user asks of history after Redis forgot it."""
+(Parquet written by DuckDB itself, JSON lines): what a user asks of history after Redis
+forgot it. The user's SQL runs locked down: no file, no database, no extension."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pyarrow.parquet as pq
+import duckdb
 import pytest
 from click.testing import CliRunner
 
@@ -92,13 +93,27 @@ def test_an_empty_floor_answers_an_empty_view(tmp_path: Path) -> None:
 def test_export_parquet_and_jsonl(floor: Floor, queue: str, tmp_path: Path) -> None:
     everything = floor.audit(queue)
     assert floor.export(queue, tmp_path / "all.parquet") == 7
-    table = pq.read_table(tmp_path / "all.parquet")
-    assert table.column_names == ["queue", "job_id", "outcome", "result", "attempts", "at",
-                                  "created_at", "started_at", "error", "name", "payload",
-                                  "stream_id"]
-    assert str(table.schema.field("at").type) == "timestamp[ms, tz=UTC]"
-    assert sorted(table.column("stream_id").to_pylist()) == sorted(
-        e.stream_id for e in everything)
+    # the Parquet holds exactly the JSON-lines rows (built in Python, as pyarrow was fed):
+    # the same columns in the same order, times as UTC timestamps of the same millisecond
+    floor.export(queue, tmp_path / "all.jsonl", format="jsonl")
+    jsonl = [json.loads(line) for line in (tmp_path / "all.jsonl").read_text().splitlines()]
+    with duckdb.connect() as db:
+        db.execute("SET TimeZone = 'UTC'")
+        parquet = db.execute(f"SELECT * FROM read_parquet('{tmp_path / 'all.parquet'}')")
+        columns = [d[0] for d in parquet.description]
+        back = [dict(zip(columns, row, strict=True)) for row in parquet.fetchall()]
+        types = dict(db.execute("SELECT column_name, column_type FROM (DESCRIBE SELECT * "
+                                f"FROM read_parquet('{tmp_path / 'all.parquet'}'))").fetchall())
+    assert columns == ["queue", "job_id", "outcome", "result", "attempts", "at",
+                       "created_at", "started_at", "error", "name", "payload", "stream_id"]
+    assert types["at"] == "TIMESTAMP WITH TIME ZONE" and types["attempts"] == "BIGINT"
+    for row in back:
+        for name in ("at", "created_at", "started_at"):
+            if row[name] is not None:
+                assert row[name].tzinfo is not None
+                row[name] = int(row[name].timestamp() * 1000)
+    assert back == jsonl
+    assert sorted(r["stream_id"] for r in back) == sorted(e.stream_id for e in everything)
     # a window on the settle time: since inclusive, until exclusive, as the audit's
     times = sorted({e.at for e in everything})
     cut = times[len(times) // 2] if len(times) > 1 else times[0]
@@ -138,3 +153,63 @@ def test_emq_archive_query_and_export(floor: Floor, queue: str, tmp_path: Path) 
                                    "--format", "jsonl", "--floor", path, "--json"])
     assert exported.exit_code == 0, exported.output
     assert json.loads(exported.output)["rows"] == 7
+
+
+REFUSED = {
+    "read a file": "SELECT * FROM read_csv('{secret}')",
+    "read a file by name": "SELECT * FROM '{secret}'",
+    "list files": "SELECT * FROM glob('{folder}/*')",
+    "write a file": "COPY (SELECT * FROM outcomes) TO '{folder}/out.csv'",
+    "export the database": "EXPORT DATABASE '{folder}/dump'",
+    "attach a database": "ATTACH '{folder}/other.duckdb' AS other",
+    "install an extension": "INSTALL httpfs",
+    "load an extension": "LOAD httpfs",
+    "turn access back on": "SET enable_external_access = true",
+    "unlock the settings": "SET lock_configuration = false",
+    "reset the setting": "RESET enable_external_access",
+    "a second statement": "SELECT 1; COPY (SELECT 1) TO '{folder}/two.csv'",
+}
+
+
+@pytest.mark.parametrize("what", sorted(REFUSED))
+def test_the_sql_reaches_no_file_database_or_extension(what: str, floor: Floor,
+                                                       tmp_path: Path) -> None:
+    """Issue 20, item 16: the query string may come from someone else (a dashboard, a
+    script); it runs with this user's rights, so it reads and writes nothing outside."""
+    secret = tmp_path / "secret.csv"
+    secret.write_text("password\nhunter2\n")
+    sql = REFUSED[what].format(secret=secret, folder=tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(QueryFailed) as info:
+        floor.query(sql)
+    assert "hunter2" not in str(info.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
+    # and still refused on the command line, with a one-line error
+    out = CliRunner().invoke(emq, ["archive", "query", sql, "--floor", str(floor.path)])
+    assert out.exit_code == 1 and "query failed" in out.output and "hunter2" not in out.output
+    assert "Traceback" not in out.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_normal_queries_still_work_locked_down(floor: Floor, queue: str) -> None:
+    answer = floor.query("SELECT count(*), min(settled_at) < now(), "
+                         "max(json_extract(payload, '$.n')::INT) FROM outcomes "
+                         f"WHERE queue = '{queue}' AND outcome = 'completed'")
+    assert answer.rows[0][0] == 5 and answer.rows[0][1] is True and answer.rows[0][2] == 4
+    with_cte = floor.query("WITH d AS (SELECT * FROM outcomes WHERE outcome = 'dead') "
+                           "SELECT count(*) FROM d")
+    assert with_cte.rows == [(2,)]
+
+
+def test_an_explicit_opt_in_lets_the_sql_export(floor: Floor, queue: str,
+                                                tmp_path: Path) -> None:
+    target = tmp_path / "by-sql.csv"
+    sql = (f"COPY (SELECT job_id FROM outcomes WHERE queue = '{queue}' ORDER BY stream_id) "
+           f"TO '{target}' (HEADER)")
+    floor.query(sql, external_access=True)
+    assert len(target.read_text().splitlines()) == 1 + 7
+    target.unlink()
+    out = CliRunner().invoke(emq, ["archive", "query", sql, "--floor", str(floor.path),
+                                   "--external-access"])
+    assert out.exit_code == 0, out.output
+    assert len(target.read_text().splitlines()) == 1 + 7

@@ -78,7 +78,7 @@ def test_bytes_that_are_not_utf8_are_quarantined_exactly_and_the_stream_is_trimm
 def test_a_floor_only_fold_quarantines_them_too(rec: Recorder, tmp_path: Path) -> None:
     rec.add(5)
     bad = str(rec.conn.redis.xadd(rec.key, BAD["result"]))
-    with Driver(rec.conn, tmp_path / "floor") as driver:
+    with Driver(rec.conn, tmp_path / "floor", claim_record=True) as driver:
         report = driver.fold(rec.queue)
         assert (report.entries, report.quarantined) == (6, 1)
         assert [q.stream_id for q in driver.floor.quarantined(rec.queue)] == [bad]
@@ -121,7 +121,7 @@ def test_a_job_id_too_long_for_a_floor_key_is_quarantined(rec: Recorder, tmp_pat
     bad = str(rec.conn.redis.xadd(rec.key, {**BAD["result"], "job": long_id,
                                             "result": "ok"}))
     rec.add(3)
-    with Driver(rec.conn, tmp_path / "floor", slice_count=4) as driver:
+    with Driver(rec.conn, tmp_path / "floor", slice_count=4, claim_record=True) as driver:
         report = driver.fold(rec.queue)
         assert (report.entries, report.quarantined, report.error) == (7, 1, None)
         kept, = driver.floor.quarantined(rec.queue)
@@ -159,7 +159,7 @@ def test_a_field_named_twice_is_quarantined_with_both_values(rec: Recorder,
         "XADD", rec.key, "*", "job", "twice", "outcome", "completed", "result", "first",
         "result", "second", "attempts", "1", "at", "1700000000700"))
     rec.add(2)
-    with Driver(rec.conn, tmp_path / "floor") as driver:
+    with Driver(rec.conn, tmp_path / "floor", claim_record=True) as driver:
         report = driver.fold(rec.queue)
         assert (report.entries, report.quarantined) == (3, 1)
         kept, = driver.floor.quarantined(rec.queue)

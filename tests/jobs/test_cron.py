@@ -13,7 +13,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -292,3 +292,85 @@ def test_two_processes_racing_over_one_fake_clock_enqueue_each_fire_once(pconn, 
     expected = [f"cron-tick-{start + tick * 1000}" for tick in range(300)]
     assert sorted(reported) == sorted(expected)  # every second once, none twice
     assert fired_ids(pconn, queue) == expected
+
+
+# -- once per wall-clock time, across the two DST nights -----------------------------
+
+PARIS = ZoneInfo("Europe/Paris")
+
+
+def _dst_night(after_ms: int, month: int) -> int:
+    """The epoch ms of the first Paris offset change in ``month`` after ``after_ms`` (March:
+    spring forward, October: fall back), found from the zone data, not hard-coded."""
+    year = datetime.fromtimestamp(after_ms / 1000, PARIS).year + 1
+    second = int(datetime(year, month, 1, tzinfo=UTC).timestamp())
+    offset = datetime.fromtimestamp(second, PARIS).utcoffset()
+    while datetime.fromtimestamp(second + 3600, PARIS).utcoffset() == offset:
+        second += 3600
+    return (second + 3600) * 1000
+
+
+def _fires(conn: Connection, queue: str, start: int, end: int, step_ms: int) -> list[int]:
+    """Walk the fake clock from ``start`` to ``end`` as a scheduler ticking every
+    ``step_ms`` would (the real firing path, cron_fire-4.lua); the fire times enqueued
+    after ``start`` (the first pass catches up on the day before, coalesced: not counted)."""
+    fire_queue(conn, queue, now=start)
+    fired = []
+    for now in range(start + step_ms, end + 1, step_ms):
+        fired += [int(i.rsplit("-", 1)[1]) for i in fire_queue(conn, queue, now=now)]
+    return fired
+
+
+def _paris(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, PARIS).strftime("%m-%d %H:%M %Z")
+
+
+def test_a_daily_schedule_fires_once_on_the_fall_back_night(pconn, queue):
+    """Issue 20, item 14: 02:30 happens twice in Paris when the clocks fall back (CEST,
+    then CET an hour later); the schedule fires at the first, never again that night."""
+    stored = echomq.schedule(pconn, queue, "nightly", "30 2 * * *", {}, timezone="Europe/Paris")
+    change = _dst_night(stored.created_at, 10)  # 01:00 UTC: 03:00 CEST becomes 02:00 CET
+    fired = _fires(pconn, queue, change - 3 * 3_600_000, change + 26 * 3_600_000, 60_000)
+    assert [_paris(t) for t in fired] == [_paris(change - 1_800_000),  # 02:30 CEST
+                                          _paris(change + 24 * 3_600_000 + 1_800_000)]
+    assert fired == [change - 1_800_000, change + 24 * 3_600_000 + 1_800_000]
+    assert fired_ids(pconn, queue)[-2:] == [f"cron-nightly-{t}" for t in fired]
+    [listed] = echomq.schedules(pconn, queue)
+    assert listed.last_fire_at == fired[-1]
+
+
+def test_a_scheduler_down_over_the_fall_back_night_fires_its_first_0230(pconn, queue):
+    """Coalesced catch-up after the repeated hour: the one fire owed is the first 02:30,
+    and the repeat is not owed afterwards either."""
+    stored = echomq.schedule(pconn, queue, "nightly", "30 2 * * *", {}, timezone="Europe/Paris")
+    change = _dst_night(stored.created_at, 10)
+    [listed] = echomq.schedules(pconn, queue)
+    assert fire_queue(pconn, queue, now=change + 2 * 3_600_000) == [
+        f"cron-nightly-{change - 1_800_000}"]
+    assert fire_queue(pconn, queue, now=change + 3 * 3_600_000) == []
+    [listed] = echomq.schedules(pconn, queue)
+    assert listed.next_fire_at == change + 24 * 3_600_000 + 1_800_000
+
+
+def test_a_half_hourly_schedule_fires_each_wall_clock_time_once_when_clocks_fall_back(
+        pconn, queue):
+    """02:00 and 02:30 fire in CEST; their CET repeats do not; 03:00 CET fires on."""
+    stored = echomq.schedule(pconn, queue, "half", "0,30 * * * *", {}, timezone="Europe/Paris")
+    change = _dst_night(stored.created_at, 10)
+    fired = _fires(pconn, queue, change - 2 * 3_600_000 - 60_000, change + 2 * 3_600_000,
+                   60_000)
+    assert [_paris(t)[6:] for t in fired] == [
+        "01:00 CEST", "01:30 CEST", "02:00 CEST", "02:30 CEST",  # then 02:00, 02:30 CET: no
+        "03:00 CET", "03:30 CET", "04:00 CET"]
+    assert fired[4] - fired[3] == 5_400_000  # an hour and a half of real time between them
+
+
+def test_a_daily_schedule_fires_once_on_the_spring_forward_night(pconn, queue):
+    """02:30 does not exist when the clocks spring forward (02:00 CET becomes 03:00 CEST):
+    the schedule fires once that day, at 03:30 CEST (CronTrigger's placement: the same
+    time on the new offset), and at 02:30 CEST the next day."""
+    stored = echomq.schedule(pconn, queue, "nightly", "30 2 * * *", {}, timezone="Europe/Paris")
+    change = _dst_night(stored.created_at, 3)  # 01:00 UTC: 02:00 CET becomes 03:00 CEST
+    fired = _fires(pconn, queue, change - 3 * 3_600_000, change + 26 * 3_600_000, 60_000)
+    assert [_paris(t)[6:] for t in fired] == ["03:30 CEST", "02:30 CEST"]
+    assert fired == [change + 1_800_000, change + 23 * 3_600_000 + 1_800_000]

@@ -5,8 +5,10 @@
   KEYS[2] the queue's meta hash (emq:{q}:meta): its `folded` field is the mark
   ARGV[1] our token   ARGV[2] the floor's checkpoint (the last stream id committed)
   ARGV[3] the archive this driver writes (its remote, else its floor): claimed as the
-          archive of record when the declaration names none, as fold_trim does
+          archive of record when the declaration names none and ARGV[5] is '1', as
+          fold_trim does
   ARGV[4] another archive this driver writes (its floor), or '' for none
+  ARGV[5] '1': claim an unset archive of record; '0': never (nothing marked then)
 
   The mark never moves backwards: a checkpoint at or below it changes nothing.
 
@@ -15,9 +17,10 @@
     0   the mark was already at or past ARGV[2]
    -1   lease lost: nothing marked
    -2   the stream is not declared: nothing marked
-   -3   the archive of record is another one: nothing marked
+   -3   the archive of record is another one, or none and ARGV[5] is not '1':
+        nothing marked
 ]]
-local custody = emq_fold_custody(KEYS[1], ARGV[1], KEYS[2], ARGV[3], ARGV[4])
+local custody = emq_fold_custody(KEYS[1], ARGV[1], KEYS[2], ARGV[3], ARGV[4], ARGV[5])
 if custody ~= 0 then return custody end
 local function parse(id)
   local ms, seq = string.match(id or '', '^(%d+)-(%d+)$')

@@ -7,16 +7,18 @@
   ARGV[1] our token   ARGV[2] MINID: entries below it are in the floor (and remote)
   ARGV[3] lease length, ms (renewed on success)
   ARGV[4] the archive this driver writes (its remote, else its floor): claimed as the
-          archive of record when the declaration names none
+          archive of record when the declaration names none and ARGV[6] is '1'
   ARGV[5] another archive this driver writes (its floor), or '' for none
+  ARGV[6] '1': claim an unset archive of record; '0': never (nothing trimmed then)
 
   Replies:
     n >= 0  entries removed
    -1       lease lost: nothing trimmed
    -2       the stream is not declared: nothing trimmed
-   -3       the archive of record is another one: nothing trimmed
+   -3       the archive of record is another one, or none and ARGV[6] is not '1':
+            nothing trimmed
 ]]
-local custody = emq_fold_custody(KEYS[1], ARGV[1], KEYS[3], ARGV[4], ARGV[5])
+local custody = emq_fold_custody(KEYS[1], ARGV[1], KEYS[3], ARGV[4], ARGV[5], ARGV[6])
 if custody ~= 0 then return custody end
 local removed = redis.call('XTRIM', KEYS[2], 'MINID', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
