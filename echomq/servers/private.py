@@ -132,21 +132,22 @@ def signal_folder_server(pid: int, folder: Path, signum: int) -> bool:
     """Send ``signum`` to ``pid`` only if it is the folder's server (:func:`folder_server`);
     whether it was sent. A pidfd taken before the check pins the process: a pid reused
     between the check and the signal is never hit."""
+    pidfd: int | None
     try:
         pidfd = os.pidfd_open(pid)
     except ProcessLookupError:
         return False
     except (AttributeError, OSError):  # no pidfd (an old kernel): check, then kill
-        if not folder_server(pid, folder):
-            return False
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signum)
-        return True
+        pidfd = None
     try:
         if not folder_server(pid, folder):
             return False
         with contextlib.suppress(ProcessLookupError):
-            signal.pidfd_send_signal(pidfd, signum)
+            if pidfd is None:
+                os.kill(pid, signum)
+            else:
+                signal.pidfd_send_signal(pidfd, signum)
         return True
     finally:
-        os.close(pidfd)
+        if pidfd is not None:
+            os.close(pidfd)

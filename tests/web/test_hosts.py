@@ -5,10 +5,6 @@ their own ``Host``), and through the test client for ``create_app(allowed_hosts=
 from __future__ import annotations
 
 import http.client
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -18,31 +14,15 @@ from starlette.testclient import TestClient
 from echomq.cli import main
 from echomq.errors import EchoMQError
 from echomq.queue.connection import Connection
-from echomq.servers import free_port
 from echomq.web import create_app
-from tests.support import ROOT
+from tests.web.served import dashboard
 
 
 @pytest.fixture(scope="module")
 def port(server_url: str) -> Iterator[int]:
     """``emq dashboard`` on 127.0.0.1, tokenless, also answering ``ops.example``."""
-    chosen = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "echomq", "--url", server_url, "--log-level", "WARNING",
-         "dashboard", "--port", str(chosen), "--allowed-host", "Ops.Example"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 30
-    while True:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", chosen)) == 0:
-                break
-        if server.poll() is not None or time.monotonic() > deadline:
-            server.kill()
-            raise AssertionError(f"the dashboard did not start: {server.communicate()[0]}")
-        time.sleep(0.05)
-    yield chosen
-    server.terminate()
-    server.communicate(timeout=30)
+    with dashboard(server_url, "--allowed-host", "Ops.Example") as served:
+        yield int(served.url.rsplit(":", 1)[1])
 
 
 def status(port: int, host: str, path: str = "/") -> tuple[int, str]:
