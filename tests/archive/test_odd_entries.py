@@ -205,7 +205,7 @@ def test_an_outside_xadd_of_the_largest_id_never_wedges_a_settle_and_nothing_is_
     aside = [json.loads(e) for e in conn.redis.lrange(keys.foreign, 0, -1)]
     assert [(e["id"], e["fields"]) for e in aside] == [(LARGEST, ["f", "v"])]
 
-    with Driver(conn, tmp_path / "floor") as driver:
+    with Driver(conn, tmp_path / "floor", claim_record=True) as driver:
         report = driver.fold(queue)
         assert (report.entries, report.quarantined, report.error) == (7, 0, None)
         assert (report.ahead, report.set_aside, report.trimmed) == (0, 1, 7)
@@ -220,7 +220,7 @@ def test_the_fold_reports_foreign_entries_and_never_folds_an_id_from_the_future(
     _settle(conn, rec.queue, 2)
     conn.redis.xadd(keys.completions, {"source": "someone else"})  # lacks our fields
     conn.redis.xadd(keys.completions, {"f": "v"}, id=FUTURE)
-    with Driver(conn, tmp_path / "floor") as driver:
+    with Driver(conn, tmp_path / "floor", claim_record=True) as driver:
         report = driver.fold(rec.queue)
         assert (report.entries, report.quarantined, report.foreign) == (3, 1, 1)
         assert (report.ahead, report.set_aside) == (1, 0)

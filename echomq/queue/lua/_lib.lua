@@ -142,7 +142,8 @@ local function emq_set_aside(p, key, info, now)
     local batch = redis.call('XRANGE', old, start, '+', 'COUNT', 1000)
     for _, e in ipairs(batch) do
       if emq_id_ms(e[1]) > bound then
-        redis.call('RPUSH', p .. 'foreign', cjson.encode({id = e[1], fields = e[2], set_aside_at = now}))
+        redis.call('RPUSH', p .. 'foreign',
+          cjson.encode({id = e[1], fields = e[2], set_aside_at = now}))
         moved = moved + 1
       else
         redis.call('XADD', key, e[1], unpack(e[2]))
@@ -155,7 +156,8 @@ local function emq_set_aside(p, key, info, now)
   local deleted = info['max-deleted-entry-id']
   if emq_id_ms(deleted) > bound then deleted = '0-0' end
   local base = string.format('%d-0', now)
-  for _, sid in ipairs({last or '0-0', deleted, redis.call('HGET', p .. 'meta', 'folded') or '0-0'}) do
+  local folded = redis.call('HGET', p .. 'meta', 'folded') or '0-0'
+  for _, sid in ipairs({last or '0-0', deleted, folded}) do
     if emq_id_ms(sid) <= bound and not emq_id_le(sid, base) then base = sid end
   end
   if kept == 0 then redis.call('XADD', key, 'MAXLEN', '0', base, 'set_aside', moved) end
@@ -222,9 +224,10 @@ end
 
 -- The metrics a scrape reads (echomq.prometheus) and echomq.metrics: per-outcome lifetime
 -- counters of settled attempts in `metrics:finished` ('completed', 'cancelled', 'retried',
--- 'dead': one name per meaning, see the README's "counting outcomes") and run/wait histograms in `metrics:run` and `metrics:wait`, one
--- field per bucket (its upper bound in ms, 'inf' past the last; NOT cumulative) plus
--- 'sum' (ms) and 'count'. The bounds are echomq.metrics.collector.BUCKETS_MS.
+-- 'dead': one name per meaning, see the README's "counting outcomes") and run/wait
+-- histograms in `metrics:run` and `metrics:wait`, one field per bucket (its upper bound
+-- in ms, 'inf' past the last; NOT cumulative) plus 'sum' (ms) and 'count'. The bounds are
+-- echomq.metrics.collector.BUCKETS_MS.
 local EMQ_BUCKETS_MS = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000,
   60000, 300000, 900000, 3600000}
 -- the same bounds as the hash fields (strings made once, not per observation)

@@ -7,8 +7,9 @@
           'scheduled'   ARGV[4] '1' = scheduled jobs go too
   Returns: {jobs removed by this call, where the next call goes on ('done': nothing left)}.
   A lane this call empties leaves the ring and `groups` (so a group with no job left is
-  forgotten; an old queue's stale members go on a drain's pass, too). Active, completed and dead jobs are untouched:
-  an active grouped job settles as usual and its group finds an empty lane. ]]
+  forgotten; an old queue's stale members go on a drain's pass, too). Active, completed
+  and dead jobs are untouched: an active grouped job settles as usual and its group finds
+  an empty lane. ]]
 local p = ARGV[1]
 local budget = tonumber(ARGV[2])
 local pos = ARGV[3]
