@@ -16,6 +16,7 @@ next against the two floors it leaves there.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import shlex
 import shutil
@@ -271,7 +272,8 @@ def _query_and_replay(conn: echomq.Connection, floor_path: Path, forgotten: str)
         worker.join()
     job = echomq.get_job(conn, QUEUE, replayed)
     console.print(f"replayed {forgotten} from the archive as job {replayed} "
-                  f"(replay_of={job and job.replay_of}, payload {job and job.payload}): "
+                  f"(replay_of={job and job.replay_of}, "
+                  f"payload {json.dumps(job and job.payload, ensure_ascii=False)}): "
                   f"{done.state.value}, result {done.result}")
 
 
