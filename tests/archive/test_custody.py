@@ -20,6 +20,7 @@ import pytest
 
 from echomq.archive import Driver, Floor, S3Remote, declare, restore, verify
 from echomq.errors import InvalidArgument, RemoteUnavailable
+from echomq.queue.connection import Connection, connect
 from echomq.queue.declared import archive_of_record
 from tests.support.archive import bucket_name, folded_ids
 from tests.support.proxies import FlakyProxy
@@ -172,19 +173,26 @@ def test_a_driver_told_never_to_claim_leaves_an_unset_record_alone(
 
 
 def test_the_scheduler_claims_a_floor_only_with_claim_record(
-        rec: Recorder, tmp_path: Path) -> None:
+        rconn: Connection, tmp_path: Path) -> None:
     """``emq scheduler --fold`` without a bucket folds copies and trims nothing; with
     ``--claim-record`` its floor becomes the record and the stream is trimmed."""
     import os
     import signal
     import subprocess
     import sys
+    import uuid
 
     from tests.support import ROOT
     from tests.support.waits import wait_until
 
+    # The scheduler folds every declared queue of its prefix: a prefix of its own keeps
+    # the other tests' queues (on the shared server) out of its claim.
+    prefix = f"custody{uuid.uuid4().hex[:8]}"
+    rec = Recorder(connect(rconn.url, prefix=prefix), "sched")
+    rec.key = rec.conn.keys(rec.queue).completions
+    declare(rec.conn, rec.queue)
     rec.add(6)
-    env = {**os.environ, "EMQ_URL": rec.conn.url, "EMQ_S3_BUCKET": ""}
+    env = {**os.environ, "EMQ_URL": rec.conn.url, "EMQ_PREFIX": prefix, "EMQ_S3_BUCKET": ""}
 
     def scheduler(floor: Path, *flags: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
@@ -215,7 +223,9 @@ def test_the_scheduler_claims_a_floor_only_with_claim_record(
         assert proc.returncode == 0, out
         if not trimmed:
             warned = [line for line in out.splitlines()
-                      if "WARNING" in line and "no archive of record is declared" in line]
+                      if "WARNING" in line and "no archive of record is declared" in line
+                      and rec.queue in line]
             assert len(warned) == 1, out  # a warning once, not one a pass
     with Floor(tmp_path / "floor-1") as floor:
         assert archive_of_record(rec.conn, rec.queue) == floor.record_address()
+    rec.conn.close()
