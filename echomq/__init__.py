@@ -71,14 +71,17 @@ if TYPE_CHECKING:
     from echomq.jobs.cron import schedule, schedules, unschedule
     from echomq.jobs.scheduler import BatchScheduler
 
-__version__ = "0.1.0"
+    __version__: str
 
 
 def __getattr__(name: str) -> Any:
     """``echomq.archive``, ``echomq.BatchScheduler`` and the cron verbs load on first use:
-    they bring boto3 and APScheduler, which a worker or a producer never needs."""
+    they bring boto3 and APScheduler, which a worker or a producer never needs; so does
+    ``__version__``, read from the installed distribution's metadata."""
     import importlib
 
+    if name == "__version__":
+        return _version()
     if name in ("schedule", "schedules", "unschedule"):
         return getattr(importlib.import_module("echomq.jobs.cron"), name)
 
@@ -168,3 +171,15 @@ __all__ = [
     "unschedule",
     "wait",
 ]
+
+
+def _version() -> str:
+    """``echomq.__version__``: the version pyproject.toml declares, the only place it is
+    written, as the installed distribution reports it (read on first use, so an import
+    pays nothing for it). A source tree that was never installed has none to report."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("echomq")
+    except PackageNotFoundError:
+        return "0+unknown"

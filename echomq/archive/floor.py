@@ -265,53 +265,62 @@ class Floor(GapLedger, DigestChain, FloorFormat, PendingRebase):
         chains from. A floor behind ``through`` starts there: its checkpoint moves up, and
         its accounted count becomes ``accounted`` (unknown when None). Entries go in
         batches of ``batch`` per transaction; a rerun finishes an interrupted drop."""
+        dropped = [0, 0]
+        while self._write(lambda txn, dbs: self._drop_entries(txn, dbs, queue, through,
+                                                              batch, dropped)):
+            pass
+        slices = self._write(lambda txn, dbs: self._drop_records(txn, dbs, queue, through,
+                                                                 digest, accounted))
+        return slices, dropped[0], dropped[1]
+
+    def _drop_entries(self, txn: Txn, dbs: Dbs, queue: str, through: str, batch: int,
+                      dropped: list[int]) -> bool:
+        """One transaction of :meth:`drop_through`: up to ``batch`` entries and quarantined
+        lines at or before ``through`` with their index rows, counted into ``dropped``
+        (entries, quarantined); whether a full batch went (more may remain)."""
         qk = _qk(queue)
         hi = qk + id_key(through)
-        dropped = [0, 0]
+        items: list[RawItem] = []
+        for name in ("entries", "quarantine"):
+            for key, line in self._scan(txn, dbs[name], qk):
+                if key > hi or len(items) >= batch:
+                    break
+                sid, fields = parse_line(line)
+                items.append((sid, fields, line))
+        gone = {"entries": 0, "quarantine": 0}
+        for name, pairs in _index_rows(qk, items).items():
+            for key, _ in pairs:
+                if txn.delete(key, db=dbs[name]) and name in gone:
+                    gone[name] += 1
+        state = self._state(txn, dbs, queue)
+        state["entries"] -= gone["entries"]
+        state["quarantined"] -= gone["quarantine"]
+        self._save(txn, dbs, queue, state)
+        dropped[0] += gone["entries"]
+        dropped[1] += gone["quarantine"]
+        return len(items) >= batch
 
-        def entries_fn(txn: Txn, dbs: Dbs) -> bool:
-            items: list[RawItem] = []
-            for name in ("entries", "quarantine"):
-                for key, line in self._scan(txn, dbs[name], qk):
-                    if key > hi or len(items) >= batch:
-                        break
-                    sid, fields = parse_line(line)
-                    items.append((sid, fields, line))
-            gone = {"entries": 0, "quarantine": 0}
-            for name, pairs in _index_rows(qk, items).items():
-                for key, _ in pairs:
-                    if txn.delete(key, db=dbs[name]) and name in gone:
-                        gone[name] += 1
-            state = self._state(txn, dbs, queue)
-            state["entries"] -= gone["entries"]
-            state["quarantined"] -= gone["quarantine"]
-            self._save(txn, dbs, queue, state)
-            dropped[0] += gone["entries"]
-            dropped[1] += gone["quarantine"]
-            return len(items) >= batch
-
-        while self._write(entries_fn):
-            pass
-
-        def records_fn(txn: Txn, dbs: Dbs) -> int:
-            state = self._state(txn, dbs, queue)
-            keys = [key for key, value in self._scan(txn, dbs["slices"], qk)
-                    if not id_lt(through, json.loads(value)["last"])]
-            for key in keys:
-                txn.delete(key, db=dbs["slices"])
-                if txn.delete(key, db=dbs["pending"]):
-                    state["pending"] -= 1
-            state["slices"] -= len(keys)
-            if id_lt(state["checkpoint"], through):
-                state["checkpoint"] = through
-                state["accounted"] = accounted
-            old = state.get("base") or {"through": ZERO_ID}
-            if not id_lt(through, old["through"]):
-                state["base"] = {"through": through, "digest": digest or old.get("digest", "")}
-            self._save(txn, dbs, queue, state)
-            return len(keys)
-
-        return self._write(records_fn), dropped[0], dropped[1]
+    def _drop_records(self, txn: Txn, dbs: Dbs, queue: str, through: str, digest: str,
+                      accounted: int | None) -> int:
+        """The last transaction of :meth:`drop_through`: the slice records through
+        ``through``, the checkpoint moved up to it and the new base; how many slices went."""
+        qk = _qk(queue)
+        state = self._state(txn, dbs, queue)
+        keys = [key for key, value in self._scan(txn, dbs["slices"], qk)
+                if not id_lt(through, json.loads(value)["last"])]
+        for key in keys:
+            txn.delete(key, db=dbs["slices"])
+            if txn.delete(key, db=dbs["pending"]):
+                state["pending"] -= 1
+        state["slices"] -= len(keys)
+        if id_lt(state["checkpoint"], through):
+            state["checkpoint"] = through
+            state["accounted"] = accounted
+        old = state.get("base") or {"through": ZERO_ID}
+        if not id_lt(through, old["through"]):
+            state["base"] = {"through": through, "digest": digest or old.get("digest", "")}
+        self._save(txn, dbs, queue, state)
+        return len(keys)
 
     def base(self, queue: str) -> tuple[str, str]:
         """(through, digest) of what a prune forgot: the floor's history starts after it

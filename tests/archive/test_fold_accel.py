@@ -217,5 +217,5 @@ def test_a_fold_writes_the_same_floor_with_and_without_it(
     assert with_c == in_python
     assert len(with_c["entries"]) + len(with_c["quarantine"]) == 3000 + 8
     # all but the control character are quarantined, and the field named twice on one
-    # server (a Cluster read keeps only its last value: archived, see the README)
+    # server (a Cluster read keeps only its last value: archived, see docs/archive.md)
     assert len(with_c["quarantine"]) in (6, 7)

@@ -1,1 +1,1 @@
-"""The faces: the ``emq`` command line, the demo, and the README's examples."""
+"""The faces: the ``emq`` command line, the demo, and the examples of the README and docs/."""

@@ -1,4 +1,6 @@
-"""Every Python block of the README runs as written, in order, in one namespace.
+"""Every Python block of the README and of every docs/ page runs as written, in order, one
+namespace a page (each page sets up what its blocks use), and every link between the pages
+leads somewhere.
 
 The blocks run against a private Valkey (``EMQ_URL``) and the suite's SeaweedFS (the
 ``EMQ_S3_*`` variables and the boto3 credentials chain), from a scratch folder, exactly as a
@@ -29,10 +31,12 @@ from tests.support import ROOT
 from tests.support.archive import bucket_name
 
 README = ROOT / "README.md"
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+"""The guide's pages by concern (issue 21): what the README was before it became the pitch."""
 
 
-def python_blocks() -> list[str]:
-    return re.findall(r"^```python\n(.*?)^```", README.read_text(), flags=re.S | re.M)
+def python_blocks(page: Path = README) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", page.read_text(), flags=re.S | re.M)
 
 
 @pytest.fixture
@@ -72,8 +76,19 @@ def run_until_idle(block: str, namespace: dict[str, Any]) -> None:
                 break
         time.sleep(0.05)
     thread.join(timeout=30)
-    assert not errors, f"README block raised: {errors[0]!r}"
-    assert not thread.is_alive(), "the README's Consumer did not stop"
+    assert not errors, f"block raised: {errors[0]!r}"
+    assert not thread.is_alive(), "the page's Consumer did not stop"
+
+
+def run_page(page: Path) -> dict[str, Any]:
+    """Run ``page``'s Python blocks in order in one namespace, as a reader pastes them."""
+    namespace: dict[str, Any] = {"__name__": "__readme__"}
+    for block in python_blocks(page):
+        if re.search(r"^\w+\.run\(\)", block, flags=re.M):
+            run_until_idle(block, namespace)
+        else:
+            exec(block, namespace)
+    return namespace
 
 
 def test_the_readme_has_python_blocks() -> None:
@@ -81,18 +96,68 @@ def test_the_readme_has_python_blocks() -> None:
 
 
 def test_every_python_block_of_the_readme_runs_as_written(readme_env: str) -> None:
-    namespace: dict[str, Any] = {"__name__": "__readme__"}
-    for block in python_blocks():
-        if re.search(r"^\w+\.run\(\)", block, flags=re.M):
-            run_until_idle(block, namespace)
-        else:
-            exec(block, namespace)
+    namespace = run_page(README)
     conn = echomq.connect(readme_env)
     c = echomq.counts(conn, "mail")
     assert (c.pending, c.active, c.dead, c.completed) == (0, 0, 0, 2)  # one was cancelled
     restored = echomq.archive.Floor(".echomq/restored")
     assert len(restored.history("mail", namespace["ids"][0])) == 1
     conn.close()
+
+
+def test_the_guide_pages_have_python_blocks() -> None:
+    """The pages whose examples the README held before issue 21 split it by concern."""
+    with_blocks = {page.name for page in DOCS if python_blocks(page)}
+    assert {"using.md", "operating.md", "archive.md", "dashboard.md", "cluster.md"} <= with_blocks
+
+
+@pytest.mark.parametrize("page", [p for p in DOCS if python_blocks(p)], ids=lambda p: p.name)
+def test_every_python_block_of_every_docs_page_runs_as_written(page: Path, readme_env: str
+                                                               ) -> None:
+    namespace = run_page(page)
+    if page.name == "archive.md":  # the page's own jobs, folded, then restored from the bucket
+        restored = echomq.archive.Floor(".echomq/restored")
+        assert len(restored.history("mail", namespace["ids"][0])) == 1
+
+
+PAGES = [README, *sorted(ROOT.glob("*.md")), *DOCS, *sorted((ROOT / "infra").glob("*.md"))]
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces
+    to hyphens (headings inside code blocks are comments, not headings)."""
+    found: set[str] = set()
+    fence = False
+    for line in page.read_text().splitlines():
+        if line.startswith("```"):
+            fence = not fence
+        elif not fence and (heading := re.match(r"#{1,6} (.*)", line)):
+            text = heading.group(1).strip().lower()
+            found.add(re.sub(r"[^\w\- ]", "", text).replace(" ", "-"))
+    return found
+
+
+def links(page: Path) -> list[str]:
+    text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.S | re.M)
+    return [target for target in LINK.findall(text)
+            if not re.match(r"[a-z]+:", target)]  # http:, https:, mailto: lead outside
+
+
+def test_every_link_between_the_pages_resolves() -> None:
+    """Issue 21: the README's sections moved to docs/; a link to a file that is not there
+    or to a heading that is not on its page is a dead end (the README's own
+    ``#counting-outcomes`` led nowhere before)."""
+    broken = []
+    for page in dict.fromkeys(PAGES):
+        for target in links(page):
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if not dest.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    assert broken == []
 
 
 QUICK_START = "## Quick start: three terminals"

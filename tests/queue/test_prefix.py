@@ -119,8 +119,8 @@ def test_the_command_line_takes_a_prefix(server_url: str, queue: str) -> None:
 
 README_ACL = ("on >{password} resetkeys ~{prefix}:* resetchannels &{prefix}:* "
               "+@all -@dangerous +info")
-"""The README's ACL for one tenant (``ACL SETUSER tenant-a ...``): its keys, its channels,
-no dangerous command but INFO (the functions library reads the server's version)."""
+"""The ACL for one tenant of docs/operating.md (``ACL SETUSER tenant-a ...``): its keys, its
+channels, no dangerous command but INFO (the functions library reads the server's version)."""
 
 
 @pytest.mark.parametrize("nested", ["tenant-a:eu", "tenant-a:eu:west"])
@@ -150,7 +150,7 @@ def _worked_off(conn: Connection, queue: str) -> list[str]:
 
 
 def test_the_readme_acl_holds_one_tenant_and_nothing_else(private_server: EmbeddedValkey) -> None:
-    """A real ACL user per tenant, as the README sets them up: each runs jobs on both
+    """A real ACL user per tenant, as docs/operating.md sets them up: each runs jobs on both
     executors under its own prefix, and cannot read or write another tenant's keys."""
     admin = redis.Redis(host=private_server.host, port=private_server.port,
                         decode_responses=True)

@@ -2,9 +2,9 @@
 Selenium, against ``emq dashboard`` served by uvicorn in its own process, on a real Valkey
 and a real floor. One browser and one server for the module.
 
-The tests also take the README's screenshots: into a temporary folder on every run (so a
+The tests also take docs/dashboard.md's screenshots: into a temporary folder on every run (so a
 test run leaves the checkout as it was), and into docs/screenshots/*.png with
-``EMQ_SCREENSHOTS=1``, which is how the README's pictures are made. Without Chromium they
+``EMQ_SCREENSHOTS=1``, which is how the dashboard page's pictures are made. Without Chromium they
 fail, naming the packages to install (``.ci/run`` installs them).
 """
 
