@@ -24,6 +24,7 @@ from echomq.errors import (
 )
 from echomq.models import StalledSweep
 from echomq.queue import validate
+from echomq.queue.events import Event, EventKind
 from echomq.queue.executors import Call
 from echomq.queue.keys import Keys
 from echomq.queue.replies import CODES, codes_of, raise_for_code, raise_for_reply
@@ -236,12 +237,11 @@ def released(held: Sequence[tuple[str, int]], reply: Any) -> list[EchoMQError | 
     return per_job_errors("release", [job_id for job_id, _ in held], reply)
 
 
-def remove_call(keys: Keys, job_id: str, *, unclaimed_only: bool = False) -> Call:
-    """remove_job-5.lua: delete a job no worker holds (pending, scheduled, completed,
-    dead); ``unclaimed_only`` refuses the finished ones too (a cancel's removal)."""
+def remove_call(keys: Keys, job_id: str) -> Call:
+    """remove_job-5.lua: delete a job no worker holds (pending, scheduled, completed, dead)."""
     return ("remove_job",
             [keys.pending, keys.scheduled, keys.completed, keys.dead, keys.job(job_id)],
-            [keys.base, job_id, "1" if unclaimed_only else "0"])
+            [keys.base, job_id])
 
 
 def removed(reply: Any, job_id: str) -> None:
@@ -259,6 +259,36 @@ def swept(reply: Any) -> StalledSweep:
     """stalled_check's reply: the ids recovered and the ids dead-lettered."""
     recovered, dead = reply
     return StalledSweep(recovered=list(recovered), dead=list(dead))
+
+
+# -- cancel -------------------------------------------------------------------------
+
+CancelOutcome = Literal["removed", "signalled"]
+_CANCEL_OUTCOMES: dict[int, CancelOutcome] = {1: "removed", 2: "signalled"}
+"""cancel-3.lua's success codes."""
+
+
+def cancel_call(keys: Keys, job_id: str, reason: str | None) -> Call:
+    """cancel-3.lua: read the job's state and act on it in the same call: remove a pending
+    or scheduled job, publish the ``cancel`` event (``reason`` in it) for an active one."""
+    message = Event(EventKind.CANCEL, job_id, reason).encode()
+    return ("cancel", [keys.pending, keys.scheduled, keys.job(job_id)],
+            [keys.base, job_id, message])
+
+
+def cancelled(reply: Any, job_id: str) -> CancelOutcome:
+    """cancel's reply ``{code, state}``: ``"removed"`` or ``"signalled"``; raise ``JobGone``
+    (no row) or ``NotCancellable`` (naming the state it found)."""
+    code, state = int(reply[0]), str(reply[1])
+    outcome = _CANCEL_OUTCOMES.get(code)
+    if outcome is not None:
+        return outcome
+    error = CODES.get(code)
+    if error is None:
+        raise EchoMQError(f"cancel {job_id!r}: unknown reply {code}")
+    if error is JobGone:
+        raise JobGone(f"cancel {job_id!r}: no such job")
+    raise error(f"cancel {job_id!r}: the job is {state}")
 
 
 # -- the operator's transitions: pause, resume, promote, retry_dead ---------------------
