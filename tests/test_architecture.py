@@ -117,7 +117,7 @@ def test_every_import_runs_the_allowed_way(source: str) -> None:
 
 # Where a queue's key names may be built from its name alone: everywhere else goes through
 # ``conn.keys(queue)``, so that no key escapes the connection's prefix.
-KEY_BUILDERS = {"echomq.queue.keys", "echomq.queue.connection", "echomq.archive.fold_lease"}
+KEY_BUILDERS = {"echomq.queue.keys", "echomq.queue.connection"}
 
 
 def test_library_code_names_keys_through_the_connection() -> None:

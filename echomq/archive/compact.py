@@ -71,8 +71,7 @@ def compact(conn: Connection, remote: Remote, queue: str, *,
     target_bytes = positive_int(target_bytes, "target_bytes")
     report = CompactReport(queue)
     at = hook or (lambda _: None)
-    lease = FoldLease(conn.redis, queue, lease_ms, wait_ms, url=conn.url,
-                      prefix=conn.prefix).acquire()
+    lease = FoldLease(conn, queue, lease_ms, wait_ms).acquire()
     try:
         manifest = remote.read_manifest(queue)
         if manifest is None:

@@ -256,9 +256,8 @@ class Driver(StreamChecks, UploadSteps):
                     raise NotDeclared(f"the outcome stream of {queue!r} is not declared; "
                                       "declare it before archiving (it is never trimmed "
                                       "otherwise)")
-                lease = FoldLease(self.redis, queue, self.lease_ms, wait_ms,
-                                  token=self._lease_token, url=self.conn.url,
-                                  prefix=self.conn.prefix).acquire()
+                lease = FoldLease(self.conn, queue, self.lease_ms, wait_ms,
+                                  token=self._lease_token).acquire()
                 done = False
                 try:
                     self._fold_slices(keys, queue, lease, tally)
@@ -415,8 +414,7 @@ class Driver(StreamChecks, UploadSteps):
             self.beat()
         for queue in list(self._held):
             try:
-                FoldLease(self.redis, queue, self.lease_ms, token=self._lease_token,
-                          url=self.conn.url, prefix=self.conn.prefix).renew()
+                FoldLease(self.conn, queue, self.lease_ms, token=self._lease_token).renew()
             except LeaseLost:
                 self._forget(queue)
             except _REDIS_FAILED:
@@ -465,8 +463,7 @@ class Driver(StreamChecks, UploadSteps):
     def _let_go(self, queue: str) -> None:
         """Give back a lease ``fold_declared`` kept."""
         self._forget(queue)
-        FoldLease(self.redis, queue, self.lease_ms, token=self._lease_token,
-                  url=self.conn.url, prefix=self.conn.prefix).release()
+        FoldLease(self.conn, queue, self.lease_ms, token=self._lease_token).release()
 
     def _forget(self, queue: str) -> None:
         with suppress(ValueError):

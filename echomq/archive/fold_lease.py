@@ -13,46 +13,43 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import redis
 
 from echomq.errors import EchoMQError, LeaseHeld
-from echomq.queue import registry
-from echomq.queue.executors import Arg, ScriptsExecutor
-from echomq.queue.keys import PREFIX, Keys
-from echomq.queue.replies import raise_for_reply
+from echomq.queue import transitions
+from echomq.queue.connection import Connection
+from echomq.queue.executors import Call
 
 POLL_S = 0.05
-LUA_PACKAGE = "echomq.archive"
-"""The fold lease's scripts: ``echomq/archive/lua/fold_*.lua``, loaded by the one registry."""
 
 
 class FoldLease:
-    """A fenced lease on one queue's archive; ``wait_ms`` > 0 waits for a held one."""
+    """A fenced lease on one queue's archive; ``wait_ms`` > 0 waits for a held one.
 
-    def __init__(self, client: redis.Redis, queue: str, lease_ms: int, wait_ms: int = 0,
-                 token: str | None = None, url: str = "",
-                 prefix: str = PREFIX) -> None:
-        self.client = client
-        # script-only on either executor: both run these by EVALSHA, the same path
-        self._executor = ScriptsExecutor(client, url)
+    Its scripts (``echomq/archive/lua/fold_*.lua``) run through the connection's executor
+    (by EVALSHA on either executor), called and read through :mod:`echomq.queue.transitions`
+    under ``conn.keys(queue)``, like every other call."""
+
+    def __init__(self, conn: Connection, queue: str, lease_ms: int, wait_ms: int = 0,
+                 token: str | None = None) -> None:
+        self.conn = conn
         self.queue = queue
-        self.keys = Keys(queue, prefix)
+        self.keys = conn.keys(queue)
         self.lease_ms = lease_ms
         self.wait_ms = wait_ms
         self.token = token or uuid.uuid4().hex
 
-    def _run(self, name: str, keys: Sequence[str], args: Sequence[Arg]) -> int:
-        reply = self._executor.run(registry.scripts(LUA_PACKAGE)[name], keys, args)
-        return raise_for_reply(name, int(reply), self.queue)
+    def _run(self, call: Call) -> int:
+        return transitions.fold_answered(call[0], self.conn.executor.run(*call), self.queue)
 
     def acquire(self) -> FoldLease:
         deadline = time.monotonic() + self.wait_ms / 1000
         while True:
             try:
-                self._run("fold_acquire", [self.keys.archive_lease], [self.token, self.lease_ms])
+                self._run(transitions.fold_acquire_call(self.keys, self.token, self.lease_ms))
                 return self
             except LeaseHeld:
                 if time.monotonic() >= deadline:
@@ -60,7 +57,7 @@ class FoldLease:
                 time.sleep(POLL_S)
 
     def renew(self) -> None:
-        self._run("fold_renew", [self.keys.archive_lease], [self.token, self.lease_ms])
+        self._run(transitions.fold_renew_call(self.keys, self.token, self.lease_ms))
 
     @contextmanager
     def kept(self) -> Iterator[None]:
@@ -86,17 +83,14 @@ class FoldLease:
             thread.join()
 
     def release(self) -> bool:
-        return self._run("fold_release", [self.keys.archive_lease], [self.token]) == 1
+        return self._run(transitions.fold_release_call(self.keys, self.token)) == 1
 
     def trim(self, minid: str, archive: str, also: str = "", *, claim: bool = False) -> int:
         """``XTRIM MINID minid`` on the stream, only while the lease is ours and only when
         ``archive`` (or ``also``) is the stream's archive of record; with ``claim``,
         ``archive`` claims an unset record (without, an unset record refuses the trim)."""
-        return self._run(
-            "fold_trim",
-            [self.keys.archive_lease, self.keys.completions, self.keys.meta],
-            [self.token, minid, self.lease_ms, archive, also, "1" if claim else "0"],
-        )
+        return self._run(transitions.fold_trim_call(self.keys, self.token, minid, self.lease_ms,
+                                                    archive, also, claim))
 
     def mark(self, checkpoint: str, archive: str, also: str = "", *,
              claim: bool = False) -> bool:
@@ -104,10 +98,8 @@ class FoldLease:
         the lease is ours and ``archive`` (or ``also``) is the archive of record (claimed
         when unset only with ``claim``, as :meth:`trim`); the mark never moves backwards.
         True when it moved."""
-        return self._run(
-            "fold_mark", [self.keys.archive_lease, self.keys.meta],
-            [self.token, checkpoint, archive, also, "1" if claim else "0"],
-        ) == 1
+        return self._run(transitions.fold_mark_call(self.keys, self.token, checkpoint,
+                                                    archive, also, claim)) == 1
 
     def __enter__(self) -> FoldLease:
         return self.acquire()

@@ -108,8 +108,7 @@ def prune(conn: Connection, queue: str, *, floor: Floor | str | os.PathLike[str]
         if opened is not None and remote is None and opened.uploaded_slices(queue):
             raise InvalidArgument(f"the floor at {opened.path} uploads {queue!r} to a remote: "
                                   "prune it with that remote, so both forget the same slices")
-        lease = FoldLease(conn.redis, queue, lease_ms, wait_ms, url=conn.url,
-                          prefix=conn.prefix).acquire()
+        lease = FoldLease(conn, queue, lease_ms, wait_ms).acquire()
         try:
             _prune(queue, opened, remote, report, lease, hook or (lambda _: None))
         finally:

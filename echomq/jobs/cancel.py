@@ -10,13 +10,11 @@ from __future__ import annotations
 import itertools
 import threading
 from dataclasses import dataclass
-from typing import Literal
 
 from echomq.errors import CancelledError as CancelledError
-from echomq.errors import JobGone, NotCancellable
-from echomq.jobs.settle import remove_unclaimed
+from echomq.queue import transitions
 from echomq.queue.connection import Connection
-from echomq.queue.events import publish
+from echomq.queue.transitions import CancelOutcome
 
 _ids = itertools.count(1)
 _cancel_lock = threading.Lock()  # so the first reason wins when two threads cancel at once
@@ -75,22 +73,15 @@ def check_or_raise(token: CancelToken) -> None:
 
 def request(
     conn: Connection, queue: str, job_id: str, reason: str | None = None
-) -> Literal["removed", "signalled"]:
+) -> CancelOutcome:
     """Cancel a job by queue and id from anywhere.
 
-    One ``HGET state``, then: pending or scheduled -> removed (``remove_unclaimed``);
-    active -> a ``cancel`` event on the queue's events channel (``"signalled"``).
-    The event is at most once: with no live subscriber (no Consumer started with
-    ``cancel=True``) nobody hears it and the job runs on. Any other state raises
+    One ``cancel`` transition reads the job's state and acts on it atomically: pending
+    or scheduled -> removed (``"removed"``); active -> a ``cancel`` event on the queue's
+    events channel (``"signalled"``), so a job claimed a moment ago is signalled, never
+    refused. The event is at most once: with no live subscriber (no Consumer started
+    with ``cancel=True``) nobody hears it and the job runs on. Any other state raises
     ``NotCancellable``; no row raises ``JobGone``.
     """
-    state = conn.redis.hget(conn.keys(queue).job(job_id), "state")
-    if state is None:
-        raise JobGone(f"cancel {job_id!r}: no such job")
-    if state in ("pending", "scheduled"):
-        remove_unclaimed(conn, queue, job_id)
-        return "removed"
-    if state == "active":
-        publish(conn, queue, "cancel", job_id, reason)
-        return "signalled"
-    raise NotCancellable(f"cancel {job_id!r}: the job is {state!s}")
+    call = transitions.cancel_call(conn.keys(queue), job_id, reason)
+    return transitions.cancelled(conn.executor.run(*call), job_id)

@@ -22,7 +22,7 @@ KEEP_ALL = -1
 
 __all__ = [
     "DEFAULT_BACKOFF_CAP_MS", "DEFAULT_BACKOFF_MS", "KEEP_ALL", "Settlement", "complete",
-    "complete_cancelled", "complete_many", "fail", "release_many", "remove_job", "remove_unclaimed",
+    "complete_cancelled", "complete_many", "fail", "release_many", "remove_job",
 ]
 
 
@@ -120,12 +120,4 @@ def remove_job(conn: Connection, queue: str, job_id: str) -> None:
     raises ``JobGone``. A recorded outcome stays in the stream and the archive."""
     keys = conn.keys(queue)
     reply = conn.executor.run(*transitions.remove_call(keys, job_id))
-    transitions.removed(reply, job_id)
-
-
-def remove_unclaimed(conn: Connection, queue: str, job_id: str) -> None:
-    """Delete a pending or scheduled job only: a job that was claimed (and maybe
-    finished) since the caller looked raises ``NotRemovable`` (a cancel's removal)."""
-    keys = conn.keys(queue)
-    reply = conn.executor.run(*transitions.remove_call(keys, job_id, unclaimed_only=True))
     transitions.removed(reply, job_id)

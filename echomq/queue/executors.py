@@ -43,7 +43,7 @@ class Executor:
     def run(
         self, transition: str | registry.Transition, keys: Sequence[str], args: Sequence[Arg]
     ) -> Any:
-        t = registry.transitions()[transition] if isinstance(transition, str) else transition
+        t = registry.named(transition) if isinstance(transition, str) else transition
         t.check_keys(keys)
         try:
             return self._run(t, keys, args)
@@ -88,17 +88,16 @@ class Executor:
                   ) -> tuple[list[Any], int | None]:
         if not calls:
             return [], None
-        table = registry.transitions()
-        for name, keys, _ in calls:
-            table[name].check_keys(keys)
+        prepared = [(registry.named(n), k, a) for n, k, a in calls]
+        for t, keys, _ in prepared:
+            t.check_keys(keys)
         try:
-            replies, acked = self._waiting_pipeline(
-                [(table[n], k, a) for n, k, a in calls], wait)
+            replies, acked = self._waiting_pipeline(prepared, wait)
             missing = [i for i, r in enumerate(replies) if self._is_missing(r)]
             if missing:
-                self._load_missing([table[calls[i][0]] for i in missing])
+                self._load_missing([prepared[i][0] for i in missing])
                 again, acked_again = self._waiting_pipeline(
-                    [(table[calls[i][0]], *calls[i][1:]) for i in missing], wait)
+                    [prepared[i] for i in missing], wait)
                 for i, reply in zip(missing, again, strict=True):
                     replies[i] = reply
                 if acked is not None and acked_again is not None:
@@ -267,13 +266,20 @@ class FunctionsExecutor(Executor):
     def _queue(
         self, pipe: Any, t: registry.Transition, keys: Sequence[str], args: Sequence[Arg]
     ) -> None:
+        if not t.in_library:  # another part's script: EVALSHA, as the scripts executor
+            pipe.execute_command("EVALSHA", t.sha, len(keys), *keys, *args)
+            return
         pipe.fcall(t.function, len(keys), *keys, *args)
 
     def _is_missing(self, reply: object) -> bool:
-        return isinstance(reply, redis.ResponseError) and "function not found" in str(reply).lower()
+        return isinstance(reply, redis.exceptions.NoScriptError) or (
+            isinstance(reply, redis.ResponseError) and "function not found" in str(reply).lower())
 
     def _load_missing(self, missing: list[registry.Transition]) -> None:
-        self.ensure_library(force=True)
+        if any(t.in_library for t in missing):
+            self.ensure_library(force=True)
+        for script in {t.script for t in missing if not t.in_library}:
+            self.client.script_load(script)
 
 
 def make_executor(conn: Connection) -> Executor:

@@ -8,8 +8,8 @@ The queue's transitions (:func:`transitions`) form the functions library: the
 scripts executor runs ``_lib.lua`` + the file as one EVALSHA script; the functions
 executor runs the same bodies wrapped as functions of one library, ``echomq``.
 Another part's scripts (the archive's fold lease, :func:`scripts`) are script-only:
-both executors run them by EVALSHA through the same code path. Python never builds
-Lua beyond this wrapping.
+both executors run them by EVALSHA through the same code path. A call names either
+kind the same way (:func:`named`). Python never builds Lua beyond this wrapping.
 """
 
 from __future__ import annotations
@@ -30,6 +30,10 @@ _LIBRARY_PRELUDE = f"#!lua name={LIBRARY_NAME}\nlocal EMQ_NATIVE = true\n"
 _FILENAME = re.compile(r"^(?P<verb>[a-z][a-z_]*)-(?P<numkeys>\d+)\.lua$")
 _KEY_READ = re.compile(r"\bKEYS\[(\d+)\]")
 QUEUE_PACKAGE = "echomq.queue"
+ARCHIVE_PACKAGE = "echomq.archive"
+SCRIPT_PACKAGES = (ARCHIVE_PACKAGE,)
+"""The other parts with scripts of their own (``<package>/lua/``), named by their calls in
+:mod:`echomq.queue.transitions` like every transition."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,20 @@ def scripts(package: str) -> dict[str, Transition]:
     if clash:
         raise RuntimeError(f"{package} scripts reuse transition names: {sorted(clash)}")
     return found
+
+
+def named(name: str) -> Transition:
+    """The transition or script a call names. The queue's come first; another part's
+    scripts are loaded (their package imported) only when a call names one of them, so
+    a client that never folds never imports the archive."""
+    found = transitions().get(name)
+    if found is not None:
+        return found
+    for package in SCRIPT_PACKAGES:
+        found = scripts(package).get(name)
+        if found is not None:
+            return found
+    raise KeyError(f"no transition or script is named {name!r}")
 
 
 @cache

@@ -23,6 +23,7 @@ from echomq.errors import (
     LeaseLost,
     NotActive,
     NotArchiveOfRecord,
+    NotCancellable,
     NotDeclared,
     NotRemovable,
     NotScheduled,
@@ -37,6 +38,7 @@ CODES: dict[int, type[EchoMQError]] = {
     -3: NotActive,
     -4: NotRemovable,
     -5: NotScheduled,
+    -6: NotCancellable,
 }
 
 SCRIPT_CODES: dict[str, dict[int, type[EchoMQError]]] = {

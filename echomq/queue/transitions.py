@@ -3,8 +3,9 @@
 A call builder returns the ``Call`` an executor runs (the transition's name, its
 KEYS and ARGV in the order its ``.lua`` header lists them); the parser next to it
 reads that transition's reply. The verbs (``claim``, ``complete``, ``fail``, ...),
-the Consumer, its settler and beat, and the sweep all build and read through here,
-so a transition's wire shape is written once. Error codes map through the one
+the Consumer, its settler and beat, the sweep, the operator's verbs and the archive's
+fold lease (whose scripts live in ``echomq/archive/lua/``) all build and read through
+here, so a transition's wire shape is written once. Error codes map through the one
 reply table (:mod:`echomq.queue.replies`); what a success code means is said here.
 """
 
@@ -24,8 +25,9 @@ from echomq.errors import (
 )
 from echomq.models import StalledSweep
 from echomq.queue import validate
+from echomq.queue.events import Event, EventKind
 from echomq.queue.executors import Call
-from echomq.queue.keys import Keys
+from echomq.queue.keys import Keys, check_name
 from echomq.queue.replies import CODES, codes_of, raise_for_code, raise_for_reply
 
 LEASE_LOST = (StaleToken, NotActive, JobGone)
@@ -236,12 +238,11 @@ def released(held: Sequence[tuple[str, int]], reply: Any) -> list[EchoMQError | 
     return per_job_errors("release", [job_id for job_id, _ in held], reply)
 
 
-def remove_call(keys: Keys, job_id: str, *, unclaimed_only: bool = False) -> Call:
-    """remove_job-5.lua: delete a job no worker holds (pending, scheduled, completed,
-    dead); ``unclaimed_only`` refuses the finished ones too (a cancel's removal)."""
+def remove_call(keys: Keys, job_id: str) -> Call:
+    """remove_job-5.lua: delete a job no worker holds (pending, scheduled, completed, dead)."""
     return ("remove_job",
             [keys.pending, keys.scheduled, keys.completed, keys.dead, keys.job(job_id)],
-            [keys.base, job_id, "1" if unclaimed_only else "0"])
+            [keys.base, job_id])
 
 
 def removed(reply: Any, job_id: str) -> None:
@@ -261,7 +262,37 @@ def swept(reply: Any) -> StalledSweep:
     return StalledSweep(recovered=list(recovered), dead=list(dead))
 
 
-# -- the operator's transitions: pause, resume, promote, retry_dead ---------------------
+# -- cancel -------------------------------------------------------------------------
+
+CancelOutcome = Literal["removed", "signalled"]
+_CANCEL_OUTCOMES: dict[int, CancelOutcome] = {1: "removed", 2: "signalled"}
+"""cancel-3.lua's success codes."""
+
+
+def cancel_call(keys: Keys, job_id: str, reason: str | None) -> Call:
+    """cancel-3.lua: read the job's state and act on it in the same call: remove a pending
+    or scheduled job, publish the ``cancel`` event (``reason`` in it) for an active one."""
+    message = Event(EventKind.CANCEL, job_id, reason).encode()
+    return ("cancel", [keys.pending, keys.scheduled, keys.job(job_id)],
+            [keys.base, job_id, message])
+
+
+def cancelled(reply: Any, job_id: str) -> CancelOutcome:
+    """cancel's reply ``{code, state}``: ``"removed"`` or ``"signalled"``; raise ``JobGone``
+    (no row) or ``NotCancellable`` (naming the state it found)."""
+    code, state = int(reply[0]), str(reply[1])
+    outcome = _CANCEL_OUTCOMES.get(code)
+    if outcome is not None:
+        return outcome
+    error = CODES.get(code)
+    if error is None:
+        raise EchoMQError(f"cancel {job_id!r}: unknown reply {code}")
+    if error is JobGone:
+        raise JobGone(f"cancel {job_id!r}: no such job")
+    raise error(f"cancel {job_id!r}: the job is {state}")
+
+
+# -- the operator's transitions: pause, resume, promote, group_limit, retry_dead ----
 
 
 def pause_call(keys: Keys) -> Call:
@@ -287,6 +318,13 @@ def promote_call(keys: Keys, job_id: str) -> Call:
 def promoted(reply: Any, job_id: str) -> None:
     """promote's reply: return when promoted; raise ``JobGone`` or ``NotScheduled``."""
     raise_for_code(int(reply), job_id, "promote")
+
+
+def group_limit_call(keys: Keys, group: str, limit: int) -> Call:
+    """group_limit-1.lua: how many jobs of ``group`` may be active at once; the ring
+    follows the new limit in the same call. Its reply is always 1."""
+    return ("group_limit", [keys.glimits],
+            [keys.base, check_name(group, "group"), validate.positive_int(limit, "limit")])
 
 
 RETRY_BATCH = 1000
@@ -409,3 +447,42 @@ def obliterate_ended(reply: Any, queue: str) -> int:
     """obliterate_end's reply: 1 when the meta hash held settings, 0 when only the marks;
     ``QueueBusy`` when not marked."""
     return raise_for_reply("obliterate_end", int(reply), queue)
+
+
+# -- the archive's fold lease (script-only: echomq/archive/lua/fold_*.lua) ----------
+
+
+def fold_acquire_call(keys: Keys, token: str, lease_ms: int) -> Call:
+    """fold_acquire-1.lua: take the queue's fold lease for ``lease_ms``, or renew our own."""
+    return ("fold_acquire", [keys.archive_lease], [token, lease_ms])
+
+
+def fold_renew_call(keys: Keys, token: str, lease_ms: int) -> Call:
+    """fold_renew-1.lua: extend the lease only while it is ours."""
+    return ("fold_renew", [keys.archive_lease], [token, lease_ms])
+
+
+def fold_release_call(keys: Keys, token: str) -> Call:
+    """fold_release-1.lua: let the lease go only while it is ours."""
+    return ("fold_release", [keys.archive_lease], [token])
+
+
+def fold_trim_call(keys: Keys, token: str, minid: str, lease_ms: int, archive: str,
+                   also: str, claim: bool) -> Call:
+    """fold_trim-3.lua: ``XTRIM MINID`` fenced by the lease and the archive of record."""
+    return ("fold_trim", [keys.archive_lease, keys.completions, keys.meta],
+            [token, minid, lease_ms, archive, also, "1" if claim else "0"])
+
+
+def fold_mark_call(keys: Keys, token: str, checkpoint: str, archive: str, also: str,
+                   claim: bool) -> Call:
+    """fold_mark-2.lua: move the ``folded`` mark, fenced as :func:`fold_trim_call` is."""
+    return ("fold_mark", [keys.archive_lease, keys.meta],
+            [token, checkpoint, archive, also, "1" if claim else "0"])
+
+
+def fold_answered(transition: str, reply: Any, queue: str) -> int:
+    """A fold-lease script's reply: its success code (1, or 0 for a release or a mark that
+    changed nothing, or the entries a trim removed), else the error its code means for
+    ``queue`` (``LeaseHeld``, ``LeaseLost``, ``NotDeclared``, ``NotArchiveOfRecord``)."""
+    return raise_for_reply(transition, int(reply), queue)

@@ -168,7 +168,7 @@ def test_compaction_refuses_while_a_fold_holds_the_lease(rec: Recorder, remote: 
                                                        floor_path: Path) -> None:
     rec.add(20)
     fold(rec, floor_path, remote)
-    with FoldLease(rec.conn.redis, rec.queue, 10_000, prefix=rec.conn.prefix), \
+    with FoldLease(rec.conn, rec.queue, 10_000), \
             pytest.raises(LeaseHeld):  # a fold (or a prune) is running
         compact(rec.conn, remote, rec.queue)
     assert len(remote.list_slices(rec.queue)) == 4

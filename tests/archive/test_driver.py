@@ -126,7 +126,7 @@ def test_a_second_driver_gets_lease_held(rec: Recorder, server_url: str,
 
 def test_a_lapsed_lease_is_waited_for(rec: Recorder, floor_path: Path) -> None:
     rec.add(5)
-    FoldLease(rec.conn.redis, rec.queue, lease_ms=300).acquire()  # a crashed driver's lease
+    FoldLease(rec.conn, rec.queue, lease_ms=300).acquire()  # a crashed driver's lease
     with pytest.raises(LeaseHeld):
         Driver(rec.conn, floor_path).fold(rec.queue)
     report = Driver(rec.conn, floor_path, wait_ms=3000).fold(rec.queue)

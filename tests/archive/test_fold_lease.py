@@ -5,9 +5,11 @@ from __future__ import annotations
 import re
 from importlib import resources
 
-from echomq.archive.fold_lease import LUA_PACKAGE, FoldLease
+import pytest
+
+from echomq.archive.fold_lease import FoldLease
 from echomq.errors import LeaseHeld, LeaseLost
-from echomq.queue import registry
+from echomq.queue import registry, transitions
 from echomq.queue.connection import Connection
 from echomq.queue.replies import SCRIPT_CODES
 
@@ -16,7 +18,7 @@ def test_every_script_has_a_header_and_every_code_a_mapping() -> None:
     folder = resources.files("echomq.archive") / "lua"
     files = sorted(p.name for p in folder.iterdir() if p.name.endswith(".lua")
                    and not p.name.startswith("_"))
-    scripts = registry.scripts(LUA_PACKAGE)
+    scripts = registry.scripts(registry.ARCHIVE_PACKAGE)
     assert [f"{t.name}-{t.numkeys}.lua" for t in scripts.values()] == files
     assert set(scripts) == {n for n in SCRIPT_CODES if n.startswith("fold_")}
     for name, script in scripts.items():
@@ -32,8 +34,8 @@ def test_every_script_has_a_header_and_every_code_a_mapping() -> None:
 
 
 def test_the_lease_fences_renew_and_release(rconn: Connection, queue: str) -> None:
-    first = FoldLease(rconn.redis, queue, 10_000).acquire()
-    second = FoldLease(rconn.redis, queue, 10_000)
+    first = FoldLease(rconn, queue, 10_000).acquire()
+    second = FoldLease(rconn, queue, 10_000)
     try:
         second.acquire()
         raise AssertionError("a held lease was taken")
@@ -48,3 +50,19 @@ def test_the_lease_fences_renew_and_release(rconn: Connection, queue: str) -> No
     first.renew()
     assert first.release() is True
     assert second.acquire() is second
+
+
+def test_the_lease_runs_on_either_executor_alone_or_in_a_batch(conn: Connection,
+                                                               queue: str) -> None:
+    # its scripts are the archive's but its calls the catalogue's: both executors run
+    # them (by EVALSHA), under the connection's keys, one call or several in one trip
+    keys = conn.keys(queue)
+    lease = FoldLease(conn, queue, 10_000).acquire()
+    assert conn.redis.get(keys.archive_lease) == lease.token
+    calls = [transitions.fold_renew_call(keys, lease.token, 10_000),
+             transitions.fold_acquire_call(keys, "another", 10_000),
+             transitions.fold_renew_call(keys, "another", 10_000)]
+    assert conn.executor.run_many(calls) == [1, 0, -1]
+    with pytest.raises(LeaseHeld, match=repr(queue)):
+        transitions.fold_answered("fold_acquire", conn.executor.run(*calls[1]), queue)
+    assert lease.release() is True

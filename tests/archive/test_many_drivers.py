@@ -326,8 +326,7 @@ def test_a_lease_held_elsewhere_is_skipped_not_waited_for(
         tenant: Connection, tmp_path: Path) -> None:
     rec = recorders(tenant, 1)["q00"]
     rec.add(3)
-    other = FoldLease(tenant.redis, "q00", 30_000, token="host-9:42/abc",
-                      prefix=tenant.prefix).acquire()
+    other = FoldLease(tenant, "q00", 30_000, token="host-9:42/abc").acquire()
     with Driver(tenant, tmp_path / "a", wait_ms=10_000) as driver:
         started = time.monotonic()
         report = driver.fold_declared()["q00"]
@@ -343,7 +342,7 @@ def test_emq_archive_fold_skips_a_held_queue_naming_its_holder(
     from echomq.cli.app import main
 
     rec.add(2)
-    other = FoldLease(rec.conn.redis, rec.queue, 30_000, token="db-7:99/xyz").acquire()
+    other = FoldLease(rec.conn, rec.queue, 30_000, token="db-7:99/xyz").acquire()
     try:
         result = CliRunner().invoke(main, ["--url", server_url, "archive", "fold", rec.queue,
                                           "--floor", str(tmp_path / "floor"), "--bucket", "",

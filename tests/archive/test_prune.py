@@ -188,7 +188,7 @@ def test_what_prune_refuses(rec: Recorder, remote: S3Remote, floor_path: Path) -
         prune(rec.conn, rec.queue, keep=KEEP)
     with pytest.raises(InvalidArgument, match="uploads"):  # it would forget other slices
         prune(rec.conn, rec.queue, floor=floor_path, keep=KEEP)
-    with FoldLease(rec.conn.redis, rec.queue, 10_000, prefix=rec.conn.prefix), \
+    with FoldLease(rec.conn, rec.queue, 10_000), \
             pytest.raises(LeaseHeld):  # a fold (or a compaction) is running
         prune(rec.conn, rec.queue, floor=floor_path, remote=remote, keep=KEEP)
     with Floor(floor_path) as floor:

@@ -128,7 +128,7 @@ def test_the_mark_is_the_floors_checkpoint_and_never_goes_backwards(conn, queue,
     driver.fold(queue)
     mark = folded(conn, queue)
     assert mark == driver.floor.checkpoint(queue) != "0-0"
-    lease = FoldLease(conn.redis, queue, 5_000, prefix=conn.prefix).acquire()
+    lease = FoldLease(conn, queue, 5_000).acquire()
     try:
         record = str(echomq.archive.archive_of_record(conn, queue))
         assert lease.mark("1-0", record) is False  # behind the mark: nothing moves
@@ -147,9 +147,9 @@ def test_only_the_lease_holder_moves_the_mark(conn, queue, driver):
     driver.fold(queue)
     mark = folded(conn, queue)
     record = str(echomq.archive.archive_of_record(conn, queue))
-    holder = FoldLease(conn.redis, queue, 5_000, prefix=conn.prefix).acquire()
+    holder = FoldLease(conn, queue, 5_000).acquire()
     try:
-        stranger = FoldLease(conn.redis, queue, 5_000, prefix=conn.prefix)
+        stranger = FoldLease(conn, queue, 5_000)
         with pytest.raises(LeaseLost):
             stranger.mark("99999999999999-0", record)
         assert folded(conn, queue) == mark

@@ -239,3 +239,58 @@ def test_no_row_is_gone(conn: echomq.Connection, queue: str) -> None:
     assert echomq.cancel.request(conn, queue, job_id) == "removed"
     with pytest.raises(echomq.JobGone):
         echomq.cancel.request(conn, queue, job_id)
+
+
+def test_a_grouped_pending_job_is_removed_from_its_lane(
+    conn: echomq.Connection, queue: str
+) -> None:
+    keys = conn.keys(queue)
+    job_id = echomq.add(conn, queue, {"n": 1}, group="acct")
+    assert conn.redis.smembers(keys.groups) == {"acct"}
+    assert echomq.cancel.request(conn, queue, job_id) == "removed"
+    assert echomq.get_job(conn, queue, job_id) is None
+    # the lane it emptied leaves `groups` and the ring in the same call
+    assert conn.redis.exists(keys.lane("acct"), keys.groups, keys.ring) == 0
+    assert echomq.counts(conn, queue) == echomq.Counts(0, 0, 0, 0, 0)
+
+
+@pytest.mark.parametrize("claimed", ["before", "after"])
+def test_a_claim_racing_a_request_meets_one_decision(
+    conn: echomq.Connection, server_url: str, executor: str, queue: str, subscriber: Any,
+    monkeypatch: pytest.MonkeyPatch, claimed: str,
+) -> None:
+    # A worker claims the job just before the request reaches the server, or just after
+    # its first round trip (with a state read and a removal apart, that claim landed
+    # between them and the request raised NotRemovable). One transition decides on the
+    # state it acts on: the job claimed first is signalled; one removed first is gone
+    # before the claim, which finds nothing.
+    with pytest.raises(echomq.JobGone):  # the server knows every script the request runs
+        echomq.cancel.request(conn, queue, "warm-up")
+    job_id = echomq.add(conn, queue, {"n": 1})
+    assert next_message(subscriber) == {"event": "added"}
+    worker = echomq.connect(server_url, executor=executor)  # type: ignore[arg-type]
+    held: list[list[echomq.ClaimedJob]] = []
+    send = conn.redis.execute_command
+
+    def claim_around_the_first_command(*args: Any, **kwargs: Any) -> Any:
+        if not held and claimed == "before":
+            held.append(echomq.claim(worker, queue, lease_ms=LONG))
+        reply = send(*args, **kwargs)
+        if not held:
+            held.append(echomq.claim(worker, queue, lease_ms=LONG))
+        return reply
+
+    monkeypatch.setattr(conn.redis, "execute_command", claim_around_the_first_command)
+    try:
+        outcome = echomq.cancel.request(conn, queue, job_id, "race")
+    finally:
+        monkeypatch.undo()
+    [jobs] = held
+    if claimed == "before":
+        assert outcome == "signalled" and [j.id for j in jobs] == [job_id]
+        assert next_message(subscriber) == {"event": "cancel", "job": job_id, "reason": "race"}
+        echomq.complete(worker, queue, job_id, jobs[0].token)
+    else:
+        assert outcome == "removed" and jobs == []
+        assert echomq.get_job(conn, queue, job_id) is None
+    worker.close()

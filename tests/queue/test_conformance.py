@@ -164,6 +164,16 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     late = s("add late", lambda: echomq.add(conn, q, {"n": "late"}, group="g"))
     s("remove pending grouped", lambda: echomq.remove_job(conn, q, late))
 
+    # cancel by id, one transition: removed (pending in a lane, scheduled), signalled
+    # (active: the event goes to the events channel), refused (finished), gone
+    doomed = s("add to cancel", lambda: echomq.add(conn, q, {"n": "doomed"}, group="g"))
+    s("cancel pending grouped", lambda: echomq.cancel.request(conn, q, doomed, "stop"))
+    put_off = s("add to cancel later", lambda: echomq.add(conn, q, {"n": "off"}, delay_ms=LONG))
+    s("cancel scheduled", lambda: echomq.cancel.request(conn, q, put_off))
+    s("cancel active", lambda: echomq.cancel.request(conn, q, rest[0].id, "stop"))
+    s("cancel completed", lambda: echomq.cancel.request(conn, q, first.id))
+    s("cancel gone", lambda: echomq.cancel.request(conn, q, "nosuch"))
+
     # release_many with per-job errors
     keep, back = rest[0], rest[1]
     rec.named.update(keep=keep.id)
@@ -376,7 +386,8 @@ def test_the_scenario_exercises_every_reply(records: tuple[Record, Record]) -> N
     scripts, _ = records
     raised = {outcome[1] for _, outcome, _ in scripts.steps if outcome[0] == "raised"}
     assert raised == {"JobGone", "StaleToken", "NotActive", "NotRemovable", "InvalidArgument",
-                      "NotScheduled", "QueueBusy", "HistoryNotArchived", "ScheduleGone"}
+                      "NotScheduled", "QueueBusy", "HistoryNotArchived", "ScheduleGone",
+                      "NotCancellable"}
     outcomes = dict((label, outcome) for label, outcome, _ in scripts.steps)
     assert outcomes["fail retrying"] == ("ok", "retrying")
     assert outcomes["fail dead"] == ("ok", "dead")
@@ -384,6 +395,11 @@ def test_the_scenario_exercises_every_reply(records: tuple[Record, Record]) -> N
     assert outcomes["idempotent add"] == ("ok", "fixed")
     assert outcomes["remove completed"] == outcomes["remove dead"] == ("ok", None)
     assert outcomes["remove active"][1] == "NotRemovable"
+    assert [outcomes[f"cancel {k}"] for k in ("pending grouped", "scheduled", "active")] == [
+        ("ok", "removed"), ("ok", "removed"), ("ok", "signalled")]
+    refused = outcomes["cancel completed"]
+    assert refused[1] == "NotCancellable" and refused[2].endswith(": the job is completed")
+    assert outcomes["cancel gone"][1:] == ("JobGone", "cancel 'nosuch': no such job")
     assert [outcomes[k] for k in ("pause", "pause again", "is_paused", "claim paused")] == [
         ("ok", True), ("ok", False), ("ok", True), ("ok", [])]
     assert outcomes["counts paused"][1]["paused"] is True

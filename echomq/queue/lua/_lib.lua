@@ -46,7 +46,7 @@ end
 
 -- The `groups` set holds exactly the groups whose lane has jobs (what counts() and the
 -- listings walk for lane sizes): a group joins it here, with its lane's first job, and
--- leaves it in the same call that empties its lane (claim, remove_job, drain: through
+-- leaves it in the same call that empties its lane (claim, remove_job, cancel, drain: through
 -- emq_lane_left), so it stays bounded by the live groups, not by every group ever seen.
 
 -- after a lane lost jobs: when it is empty, its group leaves `groups` (the ring is the
@@ -56,6 +56,18 @@ local function emq_lane_left(p, g)
   if redis.call('ZCARD', p .. 'lane:' .. g) > 0 then return true end
   redis.call('SREM', p .. 'groups', g)
   return false
+end
+
+-- take an unclaimed (pending or scheduled) job out of its set, or its lane when grouped
+-- (a lane this empties leaves `groups` and the ring): remove_job's and cancel's one way
+-- of forgetting a job nobody holds. The row is the caller's to delete.
+local function emq_unqueue(p, pending, scheduled, id, g)
+  redis.call('ZREM', pending, id)
+  redis.call('ZREM', scheduled, id)
+  if g then
+    redis.call('ZREM', p .. 'lane:' .. g, id)
+    if not emq_lane_left(p, g) then redis.call('LREM', p .. 'ring', 0, g) end
+  end
 end
 
 -- make an id claimable: the pending set, or its lane (and the ring) when grouped
