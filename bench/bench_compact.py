@@ -16,8 +16,8 @@ import uuid
 from pathlib import Path
 
 from echomq.archive import Driver, compact, declare, restore, verify
-from echomq.archive.seaweed import SeaweedS3
 from echomq.queue.connection import connect
+from echomq.servers.seaweed import SeaweedS3
 from echomq.servers.valkey import EmbeddedValkey
 
 PER_SLICE = 5

@@ -4,9 +4,11 @@ wrong way fails here before a reader has to find it.
 
     substrate (queue, errors, models)  <-  jobs  <-  worker
     substrate                          <-  archive
-    the library                        <-  faces (cli, demo, entry points)
+    the library                        <-  faces (cli, web, ``python -m echomq``)
 
-The Valkey launchers stand on ``errors`` alone, so the substrate may start them.
+The Valkey launchers stand on ``errors`` alone, so the substrate may start them. No
+module keeps an old address for another (no table of exceptions): every module has one
+path, every name one home, and the only entry point is ``python -m echomq``.
 """
 
 from __future__ import annotations
@@ -30,12 +32,11 @@ PARTS: dict[str, tuple[str, ...]] = {
     "worker": ("echomq.worker",),
     "archive": ("echomq.archive",),
     "metrics": ("echomq.prometheus",),
-    "faces": ("echomq.cli", "echomq.demo", "echomq.__main__", "echomq.archive.__main__",
-              "echomq.web"),
+    "faces": ("echomq.cli", "echomq.__main__", "echomq.web"),
     "facade": ("echomq",),
 }
 """Longest prefix wins: ``echomq.servers.valkey`` is a launcher, ``echomq.servers.seaweed``
-a development server, ``echomq.archive.__main__`` a face."""
+a development server, ``echomq.__main__`` a face."""
 
 ALLOWED: dict[str, set[str]] = {
     "substrate": {"substrate", "launchers"},
@@ -48,13 +49,6 @@ ALLOWED: dict[str, set[str]] = {
     "faces": set(PARTS),
     "facade": {"substrate", "jobs", "worker", "archive"},  # archive: lazily, on first use
 }
-
-SHIMS: dict[str, set[str]] = {
-    "echomq.archive.seaweed": {"dev-servers", "launchers"},  # the launchers' old address
-    "echomq.jobs.consumer": {"worker"},                      # the Consumer's old address
-}
-"""Old import paths kept for users: each re-exports its new home and holds nothing else."""
-
 
 def part_of(module: str) -> str:
     best = max(
@@ -109,7 +103,7 @@ def test_the_scan_sees_the_arrows_it_judges() -> None:
 
 @pytest.mark.parametrize("source", sorted({s for s, _ in arrows()}))
 def test_every_import_runs_the_allowed_way(source: str) -> None:
-    allowed = ALLOWED[part_of(source)] | SHIMS.get(source, set())
+    allowed = ALLOWED[part_of(source)]
     wrong = [target for s, target in arrows()
              if s == source and part_of(target) not in allowed]
     assert not wrong, f"{source} ({part_of(source)}) may not import {wrong}"
@@ -131,3 +125,23 @@ def test_library_code_names_keys_through_the_connection() -> None:
             if "Keys(" in code or '"emq:' in code or "'emq:" in code:
                 offenders.append(f"{module}:{n}: {line.strip()}")
     assert offenders == []
+
+
+def test_every_name_has_one_address() -> None:
+    """No ``from x import Name as Name``: a name is imported from its home, never through a
+    module that re-exports it for an old path (the public faces list theirs in
+    ``__all__``)."""
+    aliases = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                aliases += [f"{module_name(path)}: {alias.name}" for alias in node.names
+                            if alias.asname == alias.name]
+    assert aliases == []
+
+
+def test_the_only_entry_point_is_python_m_echomq() -> None:
+    """``python -m echomq`` (the ``emq`` command) is the one entry point: no library
+    package runs a command or a server when run as a module."""
+    mains = sorted(module_name(path) for path in PACKAGE.rglob("__main__.py"))
+    assert mains == ["echomq.__main__"]

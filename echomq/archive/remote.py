@@ -27,10 +27,7 @@ import botocore.exceptions as bex
 from botocore.config import Config
 
 from echomq.archive.entries import id_lt
-from echomq.archive.manifest import MANIFEST_FORMAT as MANIFEST_FORMAT
-from echomq.archive.manifest import Link as Link
-from echomq.archive.manifest import Manifest as Manifest
-from echomq.archive.manifest import next_manifest as next_manifest
+from echomq.archive.manifest import Manifest
 from echomq.archive.slices import (
     SliceContent,
     SliceMeta,
@@ -40,13 +37,12 @@ from echomq.archive.slices import (
 )
 from echomq.errors import (
     ChecksumMismatch,
+    ManifestConflict,
     MissingSlice,
+    RemoteRefused,
     RemoteUnavailable,
+    UploadUnconfirmed,
 )
-from echomq.errors import ManifestConflict as ManifestConflict
-from echomq.errors import ManifestCorrupt as ManifestCorrupt
-from echomq.errors import RemoteRefused as RemoteRefused
-from echomq.errors import UploadUnconfirmed as UploadUnconfirmed
 
 T = TypeVar("T")
 _session_lock = threading.Lock()

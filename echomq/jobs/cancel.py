@@ -12,8 +12,7 @@ import threading
 from dataclasses import dataclass
 from typing import Literal
 
-from echomq.errors import CancelledError as CancelledError
-from echomq.errors import JobGone, NotCancellable
+from echomq.errors import CancelledError, JobGone, NotCancellable
 from echomq.jobs.settle import remove_unclaimed
 from echomq.queue.connection import Connection
 from echomq.queue.events import publish

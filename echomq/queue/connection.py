@@ -170,7 +170,7 @@ def connect(
     ``emq server stop``. It is reached on the folder's unix socket with the folder's
     password (the URL, ``unix://:PASSWORD@FOLDER/valkey.sock``, is printed redacted),
     so no other local user can, and a restart does not move it. For a private server
-    that dies with its owner, start an :class:`~echomq.queue.embedded.EmbeddedValkey`
+    that dies with its owner, start an :class:`~echomq.servers.valkey.EmbeddedValkey`
     and pass its ``url``.
 
     TLS options ride on the URL as redis-py reads them, e.g.

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from echomq.archive.remote import S3Remote
-from echomq.archive.seaweed import SeaweedS3
+from echomq.servers.seaweed import SeaweedS3
 from tests.support.archive import bucket_name
 
 

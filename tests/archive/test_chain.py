@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from echomq.archive import Driver, Floor, RemoteConflict, S3Remote, restore, verify
-from echomq.archive.seaweed import SeaweedS3
 from echomq.archive.slices import SliceRef
 from echomq.errors import ChecksumMismatch, MissingSlice
+from echomq.servers.seaweed import SeaweedS3
 from tests.support.archive import bucket_name, floor_ids
 from tests.support.recorder import Recorder
 
@@ -147,7 +147,7 @@ def test_a_consistent_rewrite_is_caught_against_the_floor_and_a_kept_digest(
         rec: Recorder, remote: S3Remote, tmp_path: Path) -> None:
     """The forger rewrites every slice and the manifest consistently (it runs our own code
     over forged entries): only what is kept outside the bucket can tell."""
-    from echomq.archive.remote import next_manifest
+    from echomq.archive.manifest import next_manifest
     from echomq.archive.slices import build_slice
 
     fold(rec, remote, tmp_path / "floor")

@@ -33,10 +33,10 @@ from echomq.archive import (
 )
 from echomq.archive.fold_lease import FoldLease
 from echomq.archive.restore import plan
-from echomq.archive.seaweed import SeaweedS3
 from echomq.cli.archive import archive_cli
 from echomq.errors import InvalidArgument, LeaseHeld, RemoteUnavailable
 from echomq.queue.connection import connect
+from echomq.servers.seaweed import SeaweedS3
 from tests.support.aged import DAY_MS, add_aged
 from tests.support.archive import bucket_name, floor_ids, folded_ids, remote_spec
 from tests.support.proxies import FlakyProxy

@@ -24,11 +24,11 @@ from echomq.archive import (
     verify,
 )
 from echomq.archive.fold_lease import FoldLease
-from echomq.archive.seaweed import SeaweedS3
 from echomq.errors import LeaseHeld, RemoteUnavailable
 from echomq.queue.connection import Connection, connect
-from echomq.queue.embedded import free_port
 from echomq.queue.keys import Keys
+from echomq.servers.process import free_port
+from echomq.servers.seaweed import SeaweedS3
 from tests.support.archive import bucket_name, floor_ids, folded_ids
 from tests.support.proxies import FlakyProxy
 from tests.support.recorder import Recorder

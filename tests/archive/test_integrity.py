@@ -29,11 +29,11 @@ from echomq.archive import (
     restore,
 )
 from echomq.archive.entries import id_key
-from echomq.archive.seaweed import SeaweedS3
 from echomq.cli.archive import archive_cli
 from echomq.errors import FloorError, StreamUnavailable
 from echomq.queue.connection import Connection
-from echomq.queue.embedded import EmbeddedValkey
+from echomq.servers.seaweed import SeaweedS3
+from echomq.servers.valkey import EmbeddedValkey
 from tests.support.archive import floor_ids, folded_ids
 from tests.support.recorder import Recorder
 

@@ -24,8 +24,8 @@ import pytest
 
 from echomq.archive import Driver, Floor, S3Remote, declare, restore
 from echomq.archive.fold_lease import FoldLease
-from echomq.archive.seaweed import SeaweedS3
 from echomq.queue.connection import Connection, connect
+from echomq.servers.seaweed import SeaweedS3
 from tests.support.archive import bucket_name, floor_ids, folded_ids, remote_spec
 from tests.support.recorder import Recorder
 from tests.support.waits import wait_until

@@ -13,11 +13,11 @@ import pytest
 
 from echomq.archive import ManifestConflict, RemoteRefused, S3Remote, UploadUnconfirmed
 from echomq.archive.entries import entry_line
-from echomq.archive.remote import next_manifest
-from echomq.archive.seaweed import SeaweedS3
+from echomq.archive.manifest import next_manifest
 from echomq.archive.slices import SliceContent, build_slice
 from echomq.errors import ChecksumMismatch, RemoteUnavailable
-from echomq.queue.embedded import free_port
+from echomq.servers.process import free_port
+from echomq.servers.seaweed import SeaweedS3
 
 
 def slice_of(queue: str, prev: str, start: int, n: int, tag: str = "", prev_digest: str = ""

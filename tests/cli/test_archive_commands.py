@@ -8,8 +8,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from echomq.archive.seaweed import SeaweedS3
 from echomq.cli.archive import archive_cli
+from echomq.servers.seaweed import SeaweedS3
 from tests.support.recorder import Recorder
 
 

@@ -22,10 +22,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 import echomq
-from echomq.archive.seaweed import SeaweedS3
 from echomq.cli import main
 from echomq.cli.durations import Duration
 from echomq.queue.connection import Connection
+from echomq.servers.seaweed import SeaweedS3
 from tests.support import ROOT
 from tests.support.recorder import Recorder
 from tests.support.waits import wait_until

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 import echomq
-from echomq.archive.seaweed import SeaweedS3
-from echomq.queue.embedded import EmbeddedValkey
+from echomq.servers.seaweed import SeaweedS3
+from echomq.servers.valkey import EmbeddedValkey
 from tests.support import ROOT
 from tests.support.archive import bucket_name
 

@@ -12,7 +12,9 @@ import pytest
 import redis
 
 import echomq
-from echomq.queue.embedded import EmbeddedValkey, SharedValkey, pid_alive
+from echomq.servers.process import pid_alive
+from echomq.servers.shared import SharedValkey
+from echomq.servers.valkey import EmbeddedValkey
 from tests.support.servers import closed_url
 
 LONG = 60_000

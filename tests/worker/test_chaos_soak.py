@@ -47,10 +47,10 @@ import redis
 import echomq
 from echomq.archive import Driver, Floor, declare, restore, verify
 from echomq.archive.remote import S3Remote
-from echomq.archive.seaweed import SeaweedS3
 from echomq.queue.connection import Connection
-from echomq.queue.embedded import EmbeddedValkey
 from echomq.queue.keys import Keys
+from echomq.servers.seaweed import SeaweedS3
+from echomq.servers.valkey import EmbeddedValkey
 from tests.support import ROOT
 
 JOBS = 3000
