@@ -6,9 +6,9 @@ wrong way fails here before a reader has to find it.
     substrate                          <-  archive
     the library                        <-  faces (cli, web, ``python -m echomq``)
 
-The Valkey launchers stand on ``errors`` alone, so the substrate may start them. No
-module keeps an old address for another (no table of exceptions): every module has one
-path, every name one home, and the only entry point is ``python -m echomq``.
+The launchers (``echomq.servers``) stand on ``errors`` alone, so the substrate may start
+them. No module keeps an old address for another (no table of exceptions): every module
+has one path, every name one home, and the only entry point is ``python -m echomq``.
 """
 
 from __future__ import annotations
@@ -24,10 +24,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "echomq"
 PARTS: dict[str, tuple[str, ...]] = {
     "substrate": ("echomq.errors", "echomq.models", "echomq.progress", "echomq.queue",
                   "echomq.tracing"),
-    "launchers": ("echomq.servers.process", "echomq.servers.valkey", "echomq.servers.shared",
-                  "echomq.servers.private",
-                  "echomq.servers.cluster"),
-    "dev-servers": ("echomq.servers",),
+    "servers": ("echomq.servers",),
     "jobs": ("echomq.jobs", "echomq.cancel"),
     "worker": ("echomq.worker",),
     "archive": ("echomq.archive",),
@@ -35,20 +32,19 @@ PARTS: dict[str, tuple[str, ...]] = {
     "faces": ("echomq.cli", "echomq.__main__", "echomq.web"),
     "facade": ("echomq",),
 }
-"""Longest prefix wins: ``echomq.servers.valkey`` is a launcher, ``echomq.servers.seaweed``
-a development server, ``echomq.__main__`` a face."""
+"""Longest prefix wins: ``echomq.__main__`` is a face."""
 
 ALLOWED: dict[str, set[str]] = {
-    "substrate": {"substrate", "launchers"},
-    "launchers": {"launchers", "substrate"},
+    "substrate": {"substrate", "servers"},
+    "servers": {"servers", "substrate"},  # errors alone (tests/cli/test_cli_faces.py)
     "jobs": {"substrate", "jobs"},
     "worker": {"substrate", "jobs", "worker"},
     "archive": {"substrate", "archive"},
     "metrics": {"substrate", "archive", "metrics"},
-    "dev-servers": {"dev-servers", "launchers", "substrate", "archive"},
     "faces": set(PARTS),
     "facade": {"substrate", "jobs", "worker", "archive"},  # archive: lazily, on first use
 }
+
 
 def part_of(module: str) -> str:
     best = max(

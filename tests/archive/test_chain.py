@@ -19,7 +19,7 @@ from echomq.archive import Driver, Floor, RemoteConflict, S3Remote, restore, ver
 from echomq.archive.slices import SliceRef
 from echomq.errors import ChecksumMismatch, MissingSlice
 from echomq.servers.seaweed import SeaweedS3
-from tests.support.archive import bucket_name, floor_ids
+from tests.support.archive import bucket_name, floor_ids, remote_on
 from tests.support.recorder import Recorder
 
 
@@ -247,7 +247,7 @@ def test_the_command_line_refuses_a_cut_bucket_unless_asked(
 
     from echomq.cli.archive import archive_cli
 
-    remote = seaweed.remote(bucket_name(), "")
+    remote = remote_on(seaweed, bucket_name(), "")
     fold(rec, remote, tmp_path / "floor")
     for name, value in {"EMQ_S3_BUCKET": remote.bucket, "EMQ_S3_ENDPOINT_URL":
                         seaweed.endpoint_url, "EMQ_S3_REGION": "us-east-1",

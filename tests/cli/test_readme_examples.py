@@ -26,7 +26,7 @@ import echomq
 from echomq.servers.seaweed import SeaweedS3
 from echomq.servers.valkey import EmbeddedValkey
 from tests.support import ROOT
-from tests.support.archive import bucket_name
+from tests.support.archive import bucket_name, remote_on
 
 README = ROOT / "README.md"
 
@@ -39,7 +39,7 @@ def python_blocks() -> list[str]:
 def readme_env(tmp_path: Path, private_server: EmbeddedValkey, seaweed: SeaweedS3,
                monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     bucket = bucket_name()
-    seaweed.remote(bucket, create_bucket=True)
+    remote_on(seaweed, bucket, create_bucket=True)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("EMQ_URL", private_server.url)
     monkeypatch.setenv("EMQ_S3_BUCKET", bucket)
