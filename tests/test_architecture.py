@@ -4,11 +4,13 @@ wrong way fails here before a reader has to find it.
 
     substrate (queue, errors, models)  <-  jobs  <-  worker
     substrate                          <-  archive
+    substrate                          <-  servers (the launchers: errors alone)
     the library                        <-  faces (cli, web, ``python -m echomq``)
 
-The launchers (``echomq.servers``) stand on ``errors`` alone, so the substrate may start
-them. No module keeps an old address for another (no table of exceptions): every module
-has one path, every name one home, and the only entry point is ``python -m echomq``.
+The substrate starts no server: the facade (``echomq.connect()`` without a URL) and the
+CLI find the folder's shared one. No module keeps an old address for another (no table
+of exceptions): every module has one path, every name one home, and the only entry point
+is ``python -m echomq``.
 """
 
 from __future__ import annotations
@@ -35,14 +37,15 @@ PARTS: dict[str, tuple[str, ...]] = {
 """Longest prefix wins: ``echomq.__main__`` is a face."""
 
 ALLOWED: dict[str, set[str]] = {
-    "substrate": {"substrate", "servers"},
+    "substrate": {"substrate"},
     "servers": {"servers", "substrate"},  # errors alone (tests/cli/test_cli_faces.py)
     "jobs": {"substrate", "jobs"},
     "worker": {"substrate", "jobs", "worker"},
     "archive": {"substrate", "archive"},
     "metrics": {"substrate", "archive", "metrics"},
     "faces": set(PARTS),
-    "facade": {"substrate", "jobs", "worker", "archive"},  # archive: lazily, on first use
+    # archive: lazily, on first use; servers: the folder's server for connect() without a URL
+    "facade": {"substrate", "servers", "jobs", "worker", "archive"},
 }
 
 
