@@ -72,8 +72,8 @@ from echomq.worker.consumer import Consumer
 
 if TYPE_CHECKING:
     from echomq import archive
-    from echomq.jobs.cron import schedule, schedules, unschedule
-    from echomq.jobs.scheduler import BatchScheduler
+    from echomq.scheduling.cron import schedule, schedules, unschedule
+    from echomq.scheduling.scheduler import BatchScheduler
 
 __version__ = "0.1.0"
 
@@ -118,12 +118,12 @@ def __getattr__(name: str) -> Any:
     import importlib
 
     if name in ("schedule", "schedules", "unschedule"):
-        return getattr(importlib.import_module("echomq.jobs.cron"), name)
+        return getattr(importlib.import_module("echomq.scheduling.cron"), name)
 
     if name == "archive":
         return importlib.import_module("echomq.archive")
     if name == "BatchScheduler":
-        return importlib.import_module("echomq.jobs.scheduler").BatchScheduler
+        return importlib.import_module("echomq.scheduling.scheduler").BatchScheduler
     raise AttributeError(f"module 'echomq' has no attribute {name!r}")
 
 __all__ = [

@@ -3,6 +3,7 @@
 wrong way fails here before a reader has to find it.
 
     substrate (queue, errors, models)  <-  jobs  <-  worker
+    substrate, jobs                    <-  scheduling (cron, the batch scheduler)
     substrate                          <-  archive
     substrate                          <-  servers (the launchers: errors alone)
     the library                        <-  faces (cli, web, ``python -m echomq``)
@@ -28,6 +29,7 @@ PARTS: dict[str, tuple[str, ...]] = {
                   "echomq.tracing"),
     "servers": ("echomq.servers",),
     "jobs": ("echomq.jobs", "echomq.cancel"),
+    "scheduling": ("echomq.scheduling",),
     "worker": ("echomq.worker",),
     "archive": ("echomq.archive",),
     "metrics": ("echomq.prometheus",),
@@ -41,11 +43,12 @@ ALLOWED: dict[str, set[str]] = {
     "servers": {"servers", "substrate"},  # errors alone (tests/cli/test_cli_faces.py)
     "jobs": {"substrate", "jobs"},
     "worker": {"substrate", "jobs", "worker"},
+    "scheduling": {"substrate", "jobs", "scheduling"},
     "archive": {"substrate", "archive"},
     "metrics": {"substrate", "archive", "metrics"},
     "faces": set(PARTS),
-    # archive: lazily, on first use; servers: the folder's server for connect() without a URL
-    "facade": {"substrate", "servers", "jobs", "worker", "archive"},
+    # archive and scheduling: lazily, on first use; servers: connect() without a URL
+    "facade": {"substrate", "servers", "jobs", "scheduling", "worker", "archive"},
 }
 
 
@@ -97,6 +100,7 @@ def arrows() -> list[tuple[str, str]]:
 def test_the_scan_sees_the_arrows_it_judges() -> None:
     found = arrows()
     assert ("echomq.archive.driver", "echomq.queue.keys") in found
+    assert ("echomq.scheduling.scheduler", "echomq.scheduling.cron") in found
     assert len(found) > 100
 
 

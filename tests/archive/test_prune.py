@@ -29,7 +29,7 @@ from echomq.archive import (
 from echomq.archive.fold_lease import FoldLease
 from echomq.cli.archive import archive_cli
 from echomq.errors import InvalidArgument, LeaseHeld
-from echomq.jobs.scheduler import BatchScheduler
+from echomq.scheduling.scheduler import BatchScheduler
 from echomq.servers.seaweed import SeaweedS3
 from tests.support.aged import DAY_MS, add_aged
 from tests.support.archive import bucket_name, floor_ids, folded_ids, remote_on

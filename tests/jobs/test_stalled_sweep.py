@@ -20,9 +20,9 @@ from click.testing import CliRunner
 import echomq
 from echomq.cli import main
 from echomq.jobs import stalled
-from echomq.jobs.scheduler import BatchScheduler
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
+from echomq.scheduling.scheduler import BatchScheduler
 from echomq.worker.consumer import Consumer
 from tests.support.waits import wait_lapsed, wait_until
 

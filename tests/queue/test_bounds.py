@@ -16,12 +16,12 @@ import pytest
 
 import echomq
 from echomq.jobs import stalled
-from echomq.jobs.scheduler import BatchScheduler
 from echomq.jobs.settle import Settlement
 from echomq.models import StalledSweep
 from echomq.queue import validate
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
+from echomq.scheduling.scheduler import BatchScheduler
 from echomq.worker.consumer import Consumer
 from tests.support.keyspace import dump
 from tests.support.servers import closed_url

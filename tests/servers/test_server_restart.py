@@ -13,7 +13,7 @@ import pytest
 from starlette.testclient import TestClient
 
 import echomq
-from echomq.jobs.scheduler import BatchScheduler
+from echomq.scheduling.scheduler import BatchScheduler
 from echomq.servers.shared import SharedValkey
 from echomq.web.app import create_app
 from echomq.worker.consumer import Consumer
