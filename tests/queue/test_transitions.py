@@ -15,7 +15,7 @@ from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
 
 ROOT = Path(echomq.__file__).parent
-JOB_PATH = ("queue", "jobs", "worker")
+JOB_PATH = ("queue", "jobs", "scheduling", "worker")
 """The parts a job's trip runs through (the archive has its own lease script)."""
 NOT_YET = {"queue/admin.py"}
 """group_limit: an administrative transition whose module the catalogue has not absorbed
