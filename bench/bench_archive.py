@@ -79,7 +79,7 @@ def folded_bucket(work: Path, entries: int, slice_count: int = 10_000
         queue = f"bench-{uuid.uuid4().hex[:8]}"
         declare(conn, queue)
         fill(conn, queue, entries)
-        remote = weed.remote("bench", prefix=queue)
+        remote = S3Remote.from_endpoint(weed.endpoint("bench"), queue, create_bucket=True)
         with Floor(work / "folded", map_size=1 << 30) as floor:
             folded = Driver(conn, floor, remote, slice_count=slice_count).fold(queue)
         conn.close()
@@ -168,7 +168,7 @@ def one_run(conn: object, work: Path, weed: SeaweedS3, entries: int, slice_count
     queue = f"bench-{uuid.uuid4().hex[:8]}"
     declare(conn, queue)
     fill(conn, queue, entries)
-    remote = weed.remote("bench", prefix=queue)
+    remote = S3Remote.from_endpoint(weed.endpoint("bench"), queue, create_bucket=True)
     with Floor(work / f"floor-{queue}", map_size=1 << 30) as floor:
         started = time.perf_counter()
         report = Driver(conn, floor, remote, slice_count=slice_count).fold(queue)

@@ -16,8 +16,9 @@ import uuid
 from pathlib import Path
 
 from echomq.archive import Driver, compact, declare, restore, verify
-from echomq.archive.seaweed import SeaweedS3
+from echomq.archive.remote import S3Remote
 from echomq.queue.connection import connect
+from echomq.servers.seaweed import SeaweedS3
 from echomq.servers.valkey import EmbeddedValkey
 
 PER_SLICE = 5
@@ -31,7 +32,8 @@ def main(entries: int) -> None:
         conn = connect(valkey.url)
         queue = "c" + uuid.uuid4().hex[:6]
         declare(conn, queue)
-        remote = weed.remote("b" + uuid.uuid4().hex[:8], "archive/")
+        remote = S3Remote.from_endpoint(weed.endpoint("b" + uuid.uuid4().hex[:8]), "archive/",
+                                        create_bucket=True)
         pipe = conn.redis.pipeline(transaction=False)
         for i in range(entries):
             pipe.xadd(conn.keys(queue).completions, {

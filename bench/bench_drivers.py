@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 from echomq.archive import declare
+from echomq.archive.remote import S3Remote
 from echomq.queue.connection import Connection, connect
 from echomq.servers.seaweed import SeaweedS3
 from echomq.servers.valkey import EmbeddedValkey
@@ -57,7 +58,8 @@ def one_run(url: str, weed: SeaweedS3, work: Path, drivers: int, entries: int,
     for queue in queues:
         declare(conn, queue)
         fill(conn, queue, entries // QUEUES)
-    remote = weed.remote(f"bench-{prefix}", "archive/")
+    remote = S3Remote.from_endpoint(weed.endpoint(f"bench-{prefix}"), "archive/",
+                                    create_bucket=True)
     run = work / prefix
     run.mkdir()
     procs = []

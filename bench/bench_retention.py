@@ -26,7 +26,7 @@ from rich.table import Table
 
 import echomq
 from echomq.archive import Driver, declare
-from echomq.jobs.scheduler import BatchScheduler
+from echomq.scheduling.scheduler import BatchScheduler
 from echomq.servers.valkey import EmbeddedValkey
 
 QUEUE = "bench-retention"

@@ -1,8 +1,8 @@
 """``echomq.cancel``: cooperative cancel tokens and cancel-by-id (see echomq.jobs.cancel)."""
 
+from echomq.errors import CancelledError
 from echomq.jobs.cancel import (
     Cancelled,
-    CancelledError,
     CancelToken,
     cancel,
     check,

@@ -16,10 +16,11 @@ import pytest
 
 import echomq
 from echomq.archive import declare
-from echomq.archive.seaweed import MotoS3, SeaweedS3
 from echomq.queue.connection import Connection, connect
-from echomq.queue.embedded import EmbeddedValkey
 from echomq.servers.cluster import LocalCluster
+from echomq.servers.moto import MotoS3
+from echomq.servers.seaweed import SeaweedS3
+from echomq.servers.valkey import EmbeddedValkey
 from tests.support.recorder import Recorder
 
 BOTH_PASSES = ("queue", "jobs", "worker", "archive")

@@ -3,10 +3,15 @@
 wrong way fails here before a reader has to find it.
 
     substrate (queue, errors, models)  <-  jobs  <-  worker
+    substrate, jobs                    <-  scheduling (cron, the batch scheduler)
     substrate                          <-  archive
-    the library                        <-  faces (cli, demo, entry points)
+    substrate                          <-  servers (the launchers: errors alone)
+    the library                        <-  faces (cli, web, ``python -m echomq``)
 
-The Valkey launchers stand on ``errors`` alone, so the substrate may start them.
+The substrate starts no server: the facade (``echomq.connect()`` without a URL) and the
+CLI find the folder's shared one. No module keeps an old address for another (no table
+of exceptions): every module has one path, every name one home, and the only entry point
+is ``python -m echomq``.
 """
 
 from __future__ import annotations
@@ -22,38 +27,29 @@ PACKAGE = Path(__file__).resolve().parents[1] / "echomq"
 PARTS: dict[str, tuple[str, ...]] = {
     "substrate": ("echomq.errors", "echomq.models", "echomq.progress", "echomq.queue",
                   "echomq.tracing"),
-    "launchers": ("echomq.servers.process", "echomq.servers.valkey", "echomq.servers.shared",
-                  "echomq.servers.private",
-                  "echomq.servers.cluster"),
-    "dev-servers": ("echomq.servers",),
+    "servers": ("echomq.servers",),
     "jobs": ("echomq.jobs", "echomq.cancel"),
+    "scheduling": ("echomq.scheduling",),
     "worker": ("echomq.worker",),
     "archive": ("echomq.archive",),
     "metrics": ("echomq.prometheus",),
-    "faces": ("echomq.cli", "echomq.demo", "echomq.__main__", "echomq.archive.__main__",
-              "echomq.web"),
+    "faces": ("echomq.cli", "echomq.__main__", "echomq.web"),
     "facade": ("echomq",),
 }
-"""Longest prefix wins: ``echomq.servers.valkey`` is a launcher, ``echomq.servers.seaweed``
-a development server, ``echomq.archive.__main__`` a face."""
+"""Longest prefix wins: ``echomq.__main__`` is a face."""
 
 ALLOWED: dict[str, set[str]] = {
-    "substrate": {"substrate", "launchers"},
-    "launchers": {"launchers", "substrate"},
+    "substrate": {"substrate"},
+    "servers": {"servers", "substrate"},  # errors alone (tests/cli/test_cli_faces.py)
     "jobs": {"substrate", "jobs"},
     "worker": {"substrate", "jobs", "worker"},
+    "scheduling": {"substrate", "jobs", "scheduling"},
     "archive": {"substrate", "archive"},
     "metrics": {"substrate", "archive", "metrics"},
-    "dev-servers": {"dev-servers", "launchers", "substrate", "archive"},
     "faces": set(PARTS),
-    "facade": {"substrate", "jobs", "worker", "archive"},  # archive: lazily, on first use
+    # archive and scheduling: lazily, on first use; servers: connect() without a URL
+    "facade": {"substrate", "servers", "jobs", "scheduling", "worker", "archive"},
 }
-
-SHIMS: dict[str, set[str]] = {
-    "echomq.archive.seaweed": {"dev-servers", "launchers"},  # the launchers' old address
-    "echomq.jobs.consumer": {"worker"},                      # the Consumer's old address
-}
-"""Old import paths kept for users: each re-exports its new home and holds nothing else."""
 
 
 def part_of(module: str) -> str:
@@ -104,12 +100,13 @@ def arrows() -> list[tuple[str, str]]:
 def test_the_scan_sees_the_arrows_it_judges() -> None:
     found = arrows()
     assert ("echomq.archive.driver", "echomq.queue.keys") in found
+    assert ("echomq.scheduling.scheduler", "echomq.scheduling.cron") in found
     assert len(found) > 100
 
 
 @pytest.mark.parametrize("source", sorted({s for s, _ in arrows()}))
 def test_every_import_runs_the_allowed_way(source: str) -> None:
-    allowed = ALLOWED[part_of(source)] | SHIMS.get(source, set())
+    allowed = ALLOWED[part_of(source)]
     wrong = [target for s, target in arrows()
              if s == source and part_of(target) not in allowed]
     assert not wrong, f"{source} ({part_of(source)}) may not import {wrong}"
@@ -131,3 +128,23 @@ def test_library_code_names_keys_through_the_connection() -> None:
             if "Keys(" in code or '"emq:' in code or "'emq:" in code:
                 offenders.append(f"{module}:{n}: {line.strip()}")
     assert offenders == []
+
+
+def test_every_name_has_one_address() -> None:
+    """No ``from x import Name as Name``: a name is imported from its home, never through a
+    module that re-exports it for an old path (the public faces list theirs in
+    ``__all__``)."""
+    aliases = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                aliases += [f"{module_name(path)}: {alias.name}" for alias in node.names
+                            if alias.asname == alias.name]
+    assert aliases == []
+
+
+def test_the_only_entry_point_is_python_m_echomq() -> None:
+    """``python -m echomq`` (the ``emq`` command) is the one entry point: no library
+    package runs a command or a server when run as a module."""
+    mains = sorted(module_name(path) for path in PACKAGE.rglob("__main__.py"))
+    assert mains == ["echomq.__main__"]

@@ -9,7 +9,9 @@ merges small slice objects into packs.
 from echomq.archive.compact import COMPACT_CRASH_POINTS, CompactReport, compact
 from echomq.archive.driver import CRASH_POINTS, Driver, FoldReport, fold_declared
 from echomq.archive.entries import ArchivedEntry, Outcome, QuarantinedEntry
-from echomq.archive.floor import Audit, Floor, FloorStatus, Gap
+from echomq.archive.floor import Audit, Floor, FloorStatus
+from echomq.archive.floor_gaps import Gap
+from echomq.archive.manifest import Manifest
 from echomq.archive.prune import (
     PRUNE_CRASH_POINTS,
     PruneReport,
@@ -18,7 +20,7 @@ from echomq.archive.prune import (
     prune_declared,
     set_keep,
 )
-from echomq.archive.remote import Manifest, Remote, S3Remote
+from echomq.archive.remote import Remote, S3Remote
 from echomq.archive.replay import replay
 from echomq.archive.restore import QueueReport, plan, restore, verify
 from echomq.errors import (

@@ -44,7 +44,8 @@ from dataclasses import dataclass
 import redis
 
 from echomq.archive.entries import id_after, id_lt
-from echomq.archive.floor import Floor, Gap
+from echomq.archive.floor import Floor
+from echomq.archive.floor_gaps import Gap
 from echomq.archive.fold_lease import FoldLease
 from echomq.archive.manifest import Manifest
 from echomq.archive.quiet_gc import quiet_gc
@@ -71,9 +72,6 @@ from echomq.errors import (
     NotDeclared,
     StreamUnavailable,
 )
-from echomq.errors import RemoteConflict as RemoteConflict
-from echomq.errors import StreamGap as StreamGap
-from echomq.errors import StreamRewound as StreamRewound
 from echomq.queue.connection import Connection
 from echomq.queue.declared import (
     archive_of_record,

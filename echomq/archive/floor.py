@@ -42,15 +42,12 @@ from echomq.archive.entries import (
 )
 from echomq.archive.floor_chain import DigestChain
 from echomq.archive.floor_format import FloorFormat
-from echomq.archive.floor_gaps import Gap as Gap
-from echomq.archive.floor_gaps import GapBaseline as GapBaseline
-from echomq.archive.floor_gaps import GapLedger, _gap
+from echomq.archive.floor_gaps import Gap, GapLedger, _gap
 from echomq.archive.floor_rebase import PendingRebase
 from echomq.archive.floor_state import _qk
-from echomq.archive.lmdbstore import Dbs, FloorError, FloorFull, Txn
+from echomq.archive.lmdbstore import Dbs, Txn
 from echomq.archive.slices import ZERO_ID, RawItem, SliceContent, SliceMeta, build_slice
-from echomq.errors import ChecksumMismatch
-from echomq.errors import FloorGap as FloorGap
+from echomq.errors import ChecksumMismatch, FloorGap
 from echomq.queue.keys import MAX_NAME_LENGTH, names_ok
 
 if TYPE_CHECKING:
@@ -599,5 +596,4 @@ class Floor(GapLedger, DigestChain, FloorFormat, PendingRebase):
         return self._write(txn_fn)
 
 
-__all__ = ["Audit", "Floor", "FloorError", "FloorFull", "FloorGap", "FloorStatus", "Gap",
-           "GapBaseline"]
+__all__ = ["Audit", "Floor", "FloorStatus"]

@@ -23,9 +23,7 @@ from typing import Any, TypeVar, cast
 
 import lmdb
 
-from echomq.errors import ArchiveError
-from echomq.errors import FloorError as FloorError
-from echomq.errors import FloorFull as FloorFull
+from echomq.errors import ArchiveError, FloorError, FloorFull
 
 T = TypeVar("T")
 Txn = lmdb.Transaction

@@ -27,10 +27,7 @@ import botocore.exceptions as bex
 from botocore.config import Config
 
 from echomq.archive.entries import id_lt
-from echomq.archive.manifest import MANIFEST_FORMAT as MANIFEST_FORMAT
-from echomq.archive.manifest import Link as Link
-from echomq.archive.manifest import Manifest as Manifest
-from echomq.archive.manifest import next_manifest as next_manifest
+from echomq.archive.manifest import Manifest
 from echomq.archive.slices import (
     SliceContent,
     SliceMeta,
@@ -40,13 +37,13 @@ from echomq.archive.slices import (
 )
 from echomq.errors import (
     ChecksumMismatch,
+    InvalidArgument,
+    ManifestConflict,
     MissingSlice,
+    RemoteRefused,
     RemoteUnavailable,
+    UploadUnconfirmed,
 )
-from echomq.errors import ManifestConflict as ManifestConflict
-from echomq.errors import ManifestCorrupt as ManifestCorrupt
-from echomq.errors import RemoteRefused as RemoteRefused
-from echomq.errors import UploadUnconfirmed as UploadUnconfirmed
 
 T = TypeVar("T")
 _session_lock = threading.Lock()
@@ -111,6 +108,22 @@ class Remote(Protocol):
         """How a declaration names this store as an archive of record."""
 
 
+class Endpoint(Protocol):
+    """An S3 endpoint as plain values (``echomq.servers``' launchers hand one out):
+    what :meth:`S3Remote.from_endpoint` reads, without the archive knowing who made it."""
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def access_key(self) -> str: ...
+    @property
+    def secret_key(self) -> str: ...
+    @property
+    def region(self) -> str: ...
+    @property
+    def bucket(self) -> str: ...
+
+
 class S3Remote:
     """A :class:`Remote` on any S3-compatible store, through boto3.
 
@@ -164,6 +177,20 @@ class S3Remote:
             )
         if create_bucket:
             self.ensure_bucket()
+
+    @classmethod
+    def from_endpoint(cls, endpoint: Endpoint, prefix: str = "", *, bucket: str = "",
+                      **options: Any) -> S3Remote:
+        """A remote on ``endpoint`` with its keys and region, in ``bucket`` (default the
+        endpoint's own); ``options`` as the constructor takes them (``create_bucket``,
+        ``retries``...)."""
+        name = bucket or endpoint.bucket
+        if not name:
+            raise InvalidArgument(f"no bucket: the endpoint at {endpoint.url} names none "
+                                  "and none was given")
+        return cls(name, prefix, endpoint_url=endpoint.url, region=endpoint.region,
+                   aws_access_key_id=endpoint.access_key,
+                   aws_secret_access_key=endpoint.secret_key, **options)
 
     def __repr__(self) -> str:
         where = f" at {self.endpoint_url}" if self.endpoint_url else ""

@@ -33,13 +33,11 @@ from echomq.archive.report import ArchiveReport
 from echomq.archive.slices import (
     GENESIS,
     ZERO_ID,
-    ChainBroken,
     SliceContent,
     SliceMeta,
     SliceRef,
 )
-from echomq.errors import ArchiveError, InvalidArgument, MissingSlice
-from echomq.errors import ManifestMissing as ManifestMissing
+from echomq.errors import ArchiveError, ChainBroken, InvalidArgument, ManifestMissing, MissingSlice
 from echomq.progress import Tick, bars
 
 if TYPE_CHECKING:

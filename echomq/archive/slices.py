@@ -34,7 +34,6 @@ import orjson
 
 from echomq.archive.entries import id_key, id_lt, parse_stream_id
 from echomq.archive.quiet_gc import quiet_gc
-from echomq.errors import ChainBroken as ChainBroken
 from echomq.errors import InvalidArgument, SliceCorrupt
 
 FORMAT = "emq-slice/2"

@@ -20,7 +20,8 @@ from typing import Any
 import redis
 
 from echomq.archive.entries import MAX_U64, id_key, id_lt, parse_stream_id
-from echomq.archive.floor import Floor, GapBaseline
+from echomq.archive.floor import Floor
+from echomq.archive.floor_gaps import GapBaseline
 from echomq.archive.fold_lease import FoldLease
 from echomq.archive.slices import ZERO_ID
 from echomq.archive.stream_read import last_id_through, read_ids, stream_info

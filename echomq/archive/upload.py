@@ -15,10 +15,10 @@ from echomq.archive.entries import id_lt
 from echomq.archive.floor import Floor
 from echomq.archive.fold_lease import FoldLease
 from echomq.archive.manifest import Manifest, next_manifest
-from echomq.archive.remote import ManifestConflict, Remote
+from echomq.archive.remote import Remote
 from echomq.archive.restore import pull
 from echomq.archive.slices import GENESIS, ZERO_ID, SliceContent, SliceMeta, decode_slice
-from echomq.errors import RemoteConflict
+from echomq.errors import ManifestConflict, RemoteConflict
 
 if TYPE_CHECKING:
     from echomq.archive.driver import _Tally

@@ -85,19 +85,30 @@ class Options:
         """The invocation's connection; ``url`` (a subcommand's own ``--url``) overrides
         the root's. A ConnectionFailed becomes a one-line error (its text is redacted).
 
-        With no URL, ``start=False`` (a command that only reads) uses the folder's server
-        only if one runs: starting a server to read an empty one would answer nothing
-        and leave a process behind."""
+        With no URL, the folder's shared server, started if none runs; ``start=False`` (a
+        command that only reads) uses it only if one runs: starting a server to read an
+        empty one would answer nothing and leave a process behind."""
         if self._conn is None:
-            from echomq.queue.connection import connect
+            from echomq.queue.connection import check_choices, connect
 
             with as_click_error():
                 target = url or self.url
                 if target is None and not start:
                     target = running_url(self.data_dir)
+                elif target is None:
+                    check_choices(self.executor, self.prefix)  # before a server starts
+                    target = shared_url(self.data_dir)
                 self._conn = connect(target, executor=self.executor,  # type: ignore[arg-type]
-                                     data_dir=self.data_dir, prefix=self.prefix)
+                                     prefix=self.prefix)
         return self._conn
+
+
+def shared_url(data_dir: str | None) -> str:
+    """The URL of the folder's shared server, started if none runs (as ``echomq.connect()``
+    without a URL does)."""
+    from echomq.servers.shared import SharedValkey
+
+    return SharedValkey(data_dir).ensure().url
 
 
 def running_url(data_dir: str | None) -> str:

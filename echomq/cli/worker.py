@@ -146,7 +146,7 @@ def scheduler(ctx: click.Context, queues: tuple[str, ...], interval_ms: int, max
     APScheduler until interrupted. Refuses to start with nothing to schedule (--no-cron,
     --no-retention, no --queue, no --fold), and a fold lease no longer than the fold
     interval. Several schedulers with --fold share the declared queues."""
-    from echomq.jobs.scheduler import BatchScheduler
+    from echomq.scheduling.scheduler import BatchScheduler
 
     if not queues and not fold and not retention and not cron:
         raise click.UsageError(

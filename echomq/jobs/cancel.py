@@ -11,7 +11,7 @@ import itertools
 import threading
 from dataclasses import dataclass
 
-from echomq.errors import CancelledError as CancelledError
+from echomq.errors import CancelledError
 from echomq.queue import transitions
 from echomq.queue.connection import Connection
 from echomq.queue.transitions import CancelOutcome

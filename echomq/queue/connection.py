@@ -1,4 +1,5 @@
-"""Connections: a URL or the embedded default, and the executor choice.
+"""Connections: a resolved URL and the executor choice (the facade, ``echomq.connect``,
+and the CLI find the folder's shared server when no URL is given).
 
 A :class:`Connection` bundles a redis-py client (``decode_responses=True``) with
 the executor that runs transitions (``"scripts"`` or ``"functions"``). Every
@@ -8,7 +9,6 @@ through :func:`redact_url`: its password never reaches a message, a log or a rep
 
 from __future__ import annotations
 
-import os
 import re
 from typing import TYPE_CHECKING, Literal, cast
 from urllib.parse import parse_qsl, unquote_plus, urlsplit
@@ -26,8 +26,6 @@ from echomq.queue.keys import (
 )
 from echomq.queue.sentinel import is_sentinel_url, sentinel_client
 from echomq.queue.validate import ascii_digits
-from echomq.servers.shared import SharedValkey
-from echomq.servers.valkey import DATA_DIR_ENV
 
 if TYPE_CHECKING:
     from echomq.queue.executors import Executor
@@ -35,7 +33,6 @@ if TYPE_CHECKING:
 ExecutorName = Literal["scripts", "functions"]
 EXECUTORS: tuple[ExecutorName, ...] = ("scripts", "functions")
 DEFAULT_PAYLOAD_LIMIT = 512 * 1024
-EMBEDDED_DIR_ENV = DATA_DIR_ENV
 _SECRET_NAME = re.compile(r"pass|secret|token", re.IGNORECASE)
 """A query parameter whose name holds one of these is a secret (``password``,
 ``ssl_password``, ``sentinel_password``, ``ssl_keyfile_password``, ``client_secret``,
@@ -150,28 +147,16 @@ class Connection:
 
 
 def connect(
-    url: str | None = None,
+    url: str,
     executor: ExecutorName = "scripts",
     *,
-    data_dir: str | os.PathLike[str] | None = None,
     payload_limit: int = DEFAULT_PAYLOAD_LIMIT,
     check: bool = True,
     prefix: str = PREFIX,
     cluster: bool | None = None,
 ) -> Connection:
-    """Connect to ``url`` (``redis://``, ``rediss://``, ``unix://``) or, with none,
-    to the embedded Valkey of ``data_dir`` (default ``$EMQ_DATA_DIR`` or
-    ``./.echomq/valkey``).
-
-    The embedded default is the folder's one *shared*, persistent server, the same
-    one ``emq`` commands without ``--url`` use: the first user starts it (AOF,
-    ``appendfsync everysec``) and it keeps running after this process exits, so an
-    app and a worker on one machine see the same queue. Stop it with
-    ``emq server stop``. It is reached on the folder's unix socket with the folder's
-    password (the URL, ``unix://:PASSWORD@FOLDER/valkey.sock``, is printed redacted),
-    so no other local user can, and a restart does not move it. For a private server
-    that dies with its owner, start an :class:`~echomq.queue.embedded.EmbeddedValkey`
-    and pass its ``url``.
+    """Connect to ``url`` (``redis://``, ``rediss://``, ``unix://``), already resolved:
+    ``echomq.connect()`` without one finds the folder's shared server and comes here.
 
     TLS options ride on the URL as redis-py reads them, e.g.
     ``rediss://host:6380/0?ssl_ca_certs=/path/ca.pem``. With ``check`` (the
@@ -198,11 +183,10 @@ def connect(
     sentinels name it, asked again on every new connection, so a Consumer rides a
     failover: its retries reach the promoted replica (:mod:`echomq.queue.sentinel`).
     """
-    check_prefix(prefix)
-    if executor not in EXECUTORS:
-        raise InvalidArgument(f"executor must be one of {EXECUTORS}, got {executor!r}")
-    if url is None:
-        url = SharedValkey(data_dir).ensure().url
+    check_choices(executor, prefix)
+    if not isinstance(url, str):
+        raise InvalidArgument(f"connect needs a URL, got {url!r} (echomq.connect() without "
+                              "one uses the folder's shared server)")
     if is_sentinel_url(url):
         return _connect_sentinel(url, executor, payload_limit=payload_limit, check=check,
                                  prefix=prefix, cluster=cluster)
@@ -222,6 +206,13 @@ def connect(
     if check:
         _ping(client, f"cannot reach Redis/Valkey at {redact_url(url)}")
     return conn
+
+
+def check_choices(executor: str, prefix: str) -> None:
+    """The executor and the prefix, refused before anything is reached or started."""
+    check_prefix(prefix)
+    if executor not in EXECUTORS:
+        raise InvalidArgument(f"executor must be one of {EXECUTORS}, got {executor!r}")
 
 
 def _check_numbers(url: str) -> None:

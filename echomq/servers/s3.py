@@ -1,17 +1,30 @@
 """The S3 endpoints we start for development and tests share this: an HTTP readiness
-check and an :class:`~echomq.archive.remote.S3Remote` with the endpoint's credentials."""
+check and a plain :class:`S3Endpoint` (URL, keys, region, bucket) to reach them with.
+
+The launchers hand out values, not clients: the archive builds its own remote from them
+(``S3Remote.from_endpoint``), so a launcher never imports the archive (or boto3's remote).
+"""
 
 from __future__ import annotations
 
 import urllib.error
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from echomq.servers.process import ServerProcess
 
-if TYPE_CHECKING:
-    from echomq.archive.remote import S3Remote
+
+@dataclass(frozen=True)
+class S3Endpoint:
+    """Where an S3 endpoint answers and the keys it wants; ``bucket`` empty when the
+    caller names one later. Plain values, so a child process can be handed them too."""
+
+    url: str
+    access_key: str
+    secret_key: str = field(repr=False)  # never in a log or a failed assertion
+    region: str = "us-east-1"
+    bucket: str = ""
 
 
 class S3Process(ServerProcess):
@@ -40,14 +53,10 @@ class S3Process(ServerProcess):
         except OSError:
             return False
 
-    def remote(self, bucket: str, prefix: str = "", **options: object) -> S3Remote:
-        """An :class:`S3Remote` on this endpoint with our credentials (bucket created)."""
-        from echomq.archive.remote import S3Remote
-
-        options.setdefault("create_bucket", True)
-        return S3Remote(bucket, prefix, endpoint_url=self.endpoint_url, region="us-east-1",
-                        aws_access_key_id=self.access_key,
-                        aws_secret_access_key=self.secret_key, **options)  # type: ignore[arg-type]
+    def endpoint(self, bucket: str = "") -> S3Endpoint:
+        """This endpoint's URL and credentials (``bucket`` is not created here: the
+        remote built from it does that when asked, ``create_bucket=True``)."""
+        return S3Endpoint(self.endpoint_url, self.access_key, self.secret_key, bucket=bucket)
 
     access_key = ""
     secret_key = ""

@@ -26,8 +26,7 @@ from echomq.servers.s3 import S3Process
 
 DEFAULT_ACCESS_KEY = "emqdev"
 DEFAULT_SECRET_KEY = "emqdev-secret-key"
-__all__ = ["DEFAULT_ACCESS_KEY", "DEFAULT_SECRET_KEY", "LauncherError", "SeaweedS3",
-           "weed_binary"]
+__all__ = ["DEFAULT_ACCESS_KEY", "DEFAULT_SECRET_KEY", "SeaweedS3", "weed_binary"]
 
 
 def weed_binary() -> str:

@@ -186,7 +186,7 @@ class EmbeddedValkey(ServerProcess):
 
 
 def main() -> None:
-    """``python -m echomq.queue [DIR]``: run one private server in the foreground until
+    """``python -m echomq.servers.valkey [DIR]``: run one private server in the foreground until
     Ctrl-C or SIGTERM, then stop it (it never outlives this launcher by design)."""
     server = EmbeddedValkey(sys.argv[1] if len(sys.argv) > 1 else None)
     run_in_foreground(server, lambda: [server.url])

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from echomq.archive.entries import Outcome
-from echomq.archive.floor import Floor, FloorStatus, Gap
+from echomq.archive.floor import Floor, FloorStatus
+from echomq.archive.floor_gaps import Gap
 from echomq.archive.stream_read import read_ids, stream_info
 from echomq.queue.connection import Connection
 

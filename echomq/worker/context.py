@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from echomq.errors import InvalidArgument
+from echomq.errors import CancelledError, InvalidArgument
 from echomq.jobs import cancel as cancel_tokens
 from echomq.jobs.lease import extend_lock
 from echomq.jobs.progress import report_progress
@@ -123,7 +123,7 @@ def execute(
     """Run the handler once and classify its answer; never raises."""
     try:
         value = handler(job)
-    except cancel_tokens.CancelledError as exc:
+    except CancelledError as exc:
         return HandlerOutcome(job, "cancelled", cancelled_result(exc.reason))
     except LEASE_LOST as exc:
         return HandlerOutcome(job, "lost", str(exc))

@@ -11,20 +11,20 @@ from pathlib import Path
 import pytest
 
 from echomq.archive.remote import S3Remote
-from echomq.archive.seaweed import SeaweedS3
-from tests.support.archive import bucket_name
+from echomq.servers.seaweed import SeaweedS3
+from tests.support.archive import bucket_name, remote_on
 
 
 @pytest.fixture(params=["seaweed", "moto"])
 def remote(request: pytest.FixtureRequest) -> S3Remote:
     """A fresh bucket on each real S3 server in turn."""
     server = request.getfixturevalue(request.param)
-    return server.remote(bucket_name(), "archive/", retries=2, backoff_s=0.01)  # type: ignore[no-any-return]
+    return remote_on(server, bucket_name(), "archive/", retries=2, backoff_s=0.01)
 
 
 @pytest.fixture
 def weed_remote(seaweed: SeaweedS3) -> S3Remote:
-    return seaweed.remote(bucket_name(), "archive/", retries=2, backoff_s=0.01)
+    return remote_on(seaweed, bucket_name(), "archive/", retries=2, backoff_s=0.01)
 
 
 @pytest.fixture

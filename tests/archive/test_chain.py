@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from echomq.archive import Driver, Floor, RemoteConflict, S3Remote, restore, verify
-from echomq.archive.seaweed import SeaweedS3
 from echomq.archive.slices import SliceRef
 from echomq.errors import ChecksumMismatch, MissingSlice
-from tests.support.archive import bucket_name, floor_ids
+from echomq.servers.seaweed import SeaweedS3
+from tests.support.archive import bucket_name, floor_ids, remote_on
 from tests.support.recorder import Recorder
 
 
@@ -147,7 +147,7 @@ def test_a_consistent_rewrite_is_caught_against_the_floor_and_a_kept_digest(
         rec: Recorder, remote: S3Remote, tmp_path: Path) -> None:
     """The forger rewrites every slice and the manifest consistently (it runs our own code
     over forged entries): only what is kept outside the bucket can tell."""
-    from echomq.archive.remote import next_manifest
+    from echomq.archive.manifest import next_manifest
     from echomq.archive.slices import build_slice
 
     fold(rec, remote, tmp_path / "floor")
@@ -247,7 +247,7 @@ def test_the_command_line_refuses_a_cut_bucket_unless_asked(
 
     from echomq.cli.archive import archive_cli
 
-    remote = seaweed.remote(bucket_name(), "")
+    remote = remote_on(seaweed, bucket_name(), "")
     fold(rec, remote, tmp_path / "floor")
     for name, value in {"EMQ_S3_BUCKET": remote.bucket, "EMQ_S3_ENDPOINT_URL":
                         seaweed.endpoint_url, "EMQ_S3_REGION": "us-east-1",

@@ -33,12 +33,12 @@ from echomq.archive import (
 )
 from echomq.archive.fold_lease import FoldLease
 from echomq.archive.restore import plan
-from echomq.archive.seaweed import SeaweedS3
 from echomq.cli.archive import archive_cli
 from echomq.errors import InvalidArgument, LeaseHeld, RemoteUnavailable
 from echomq.queue.connection import connect
+from echomq.servers.seaweed import SeaweedS3
 from tests.support.aged import DAY_MS, add_aged
-from tests.support.archive import bucket_name, floor_ids, folded_ids, remote_spec
+from tests.support.archive import bucket_name, floor_ids, folded_ids, remote_on, remote_spec
 from tests.support.proxies import FlakyProxy
 from tests.support.recorder import Recorder
 
@@ -198,7 +198,7 @@ def test_a_long_compaction_renews_its_lease_and_a_fold_waits_for_it(
         server_url: str,
         floor_path: Path, tmp_path: Path) -> None:
     server = request.getfixturevalue(server_name)
-    remote = server.remote(bucket_name(), "archive/", retries=2, backoff_s=0.01)
+    remote = remote_on(server, bucket_name(), "archive/", retries=2, backoff_s=0.01)
     rec.add(TINY_OBJECTS)
     fold(rec, floor_path, remote, count=1)
     assert len(remote.list_slices(rec.queue)) == TINY_OBJECTS
@@ -276,7 +276,7 @@ def test_kill_9_at_every_step_restores_exactly_and_a_rerun_completes(
         point: str, at: int, server_name: str, request: pytest.FixtureRequest, rec: Recorder,
         server_url: str, floor_path: Path, tmp_path: Path) -> None:
     server = request.getfixturevalue(server_name)
-    remote = server.remote(bucket_name(), "archive/", retries=2, backoff_s=0.01)
+    remote = remote_on(server, bucket_name(), "archive/", retries=2, backoff_s=0.01)
     rec.add(40)
     rec.malformed()
     rec.add(9)
@@ -314,11 +314,11 @@ def a_store_that_fails(name: str, request: pytest.FixtureRequest, folder: Path
     if name == "seaweed":
         with SeaweedS3(folder) as weed:
             weed.start()
-            yield (weed.remote(bucket_name(), "archive/", retries=1, backoff_s=0.01),
+            yield (remote_on(weed, bucket_name(), "archive/", retries=1, backoff_s=0.01),
                    weed.stop, weed.start)
         return
     server = request.getfixturevalue(name)
-    bucket = server.remote(bucket_name(), "archive/").bucket
+    bucket = remote_on(server, bucket_name(), "archive/").bucket
     proxy = FlakyProxy(server.endpoint_url)
     try:
         yield (S3Remote(bucket, "archive/", proxy.endpoint_url, "us-east-1",
@@ -354,7 +354,7 @@ def test_a_store_that_fails_mid_compaction_leaves_a_restorable_bucket(
 
 def test_the_command_line(rec: Recorder, server_url: str, seaweed: SeaweedS3,
                           floor_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    remote = seaweed.remote(bucket_name(), "archive/")
+    remote = remote_on(seaweed, bucket_name(), "archive/")
     rec.add(30)
     fold(rec, floor_path, remote)
     for name, value in {"EMQ_S3_ENDPOINT_URL": seaweed.endpoint_url,

@@ -22,7 +22,7 @@ from echomq.archive import Driver, Floor, S3Remote, declare, restore, verify
 from echomq.errors import InvalidArgument, RemoteUnavailable
 from echomq.queue.connection import Connection, connect
 from echomq.queue.declared import archive_of_record
-from tests.support.archive import bucket_name, folded_ids
+from tests.support.archive import bucket_name, folded_ids, remote_on
 from tests.support.proxies import FlakyProxy
 from tests.support.recorder import Recorder
 
@@ -54,7 +54,7 @@ def through(proxy: FlakyProxy, s3: Any, bucket: str) -> S3Remote:
 def test_a_store_that_keeps_nothing_never_gets_the_stream_trimmed(
         swallowed: str, rec: Recorder, s3: Any, proxy: FlakyProxy, floor_path: Path,
         tmp_path: Path) -> None:
-    direct = s3.remote(bucket_name(), "archive/", retries=1, backoff_s=0.01)
+    direct = remote_on(s3, bucket_name(), "archive/", retries=1, backoff_s=0.01)
     lying = through(proxy, s3, direct.bucket)
     rec.add(30)
     proxy.swallow = SWALLOW[swallowed]
@@ -81,7 +81,7 @@ def test_a_slice_lost_after_its_upload_is_caught_before_the_trim(
         rec: Recorder, s3: Any, proxy: FlakyProxy, floor_path: Path) -> None:
     """The object vanished between the PUT and the trim (a store that drops writes
     later): the HEAD before the trim sees it is gone."""
-    direct = s3.remote(bucket_name(), "archive/", retries=1, backoff_s=0.01)
+    direct = remote_on(s3, bucket_name(), "archive/", retries=1, backoff_s=0.01)
     rec.add(10)
 
     def drop(point: str) -> None:

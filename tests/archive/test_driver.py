@@ -24,12 +24,12 @@ from echomq.archive import (
     verify,
 )
 from echomq.archive.fold_lease import FoldLease
-from echomq.archive.seaweed import SeaweedS3
 from echomq.errors import LeaseHeld, RemoteUnavailable
 from echomq.queue.connection import Connection, connect
-from echomq.queue.embedded import free_port
 from echomq.queue.keys import Keys
-from tests.support.archive import bucket_name, floor_ids, folded_ids
+from echomq.servers.process import free_port
+from echomq.servers.seaweed import SeaweedS3
+from tests.support.archive import bucket_name, floor_ids, folded_ids, remote_on
 from tests.support.proxies import FlakyProxy
 from tests.support.recorder import Recorder
 
@@ -226,7 +226,7 @@ def test_503s_are_retried(rec: Recorder, weed_remote: S3Remote, seaweed: Seaweed
 def test_seaweedfs_stopped_mid_fold(rec: Recorder, tmp_path: Path) -> None:
     rec.add(40)
     with SeaweedS3(tmp_path / "weed") as server:
-        remote = server.remote("stops", retries=1, backoff_s=0.01, timeout_s=2)
+        remote = remote_on(server, "stops", retries=1, backoff_s=0.01, timeout_s=2)
         uploads: list[str] = []
 
         def hook(point: str) -> None:

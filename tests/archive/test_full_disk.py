@@ -23,7 +23,7 @@ from echomq.archive.entries import entry_line
 from echomq.archive.slices import ZERO_ID, build_slice
 from echomq.cli.archive import archive_cli
 from echomq.queue.connection import Connection, connect
-from echomq.queue.embedded import EmbeddedValkey
+from echomq.servers.valkey import EmbeddedValkey
 from tests.support.recorder import Recorder
 
 

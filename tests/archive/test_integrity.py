@@ -29,12 +29,12 @@ from echomq.archive import (
     restore,
 )
 from echomq.archive.entries import id_key
-from echomq.archive.seaweed import SeaweedS3
 from echomq.cli.archive import archive_cli
 from echomq.errors import FloorError, StreamUnavailable
 from echomq.queue.connection import Connection
-from echomq.queue.embedded import EmbeddedValkey
-from tests.support.archive import floor_ids, folded_ids
+from echomq.servers.seaweed import SeaweedS3
+from echomq.servers.valkey import EmbeddedValkey
+from tests.support.archive import floor_ids, folded_ids, remote_on
 from tests.support.recorder import Recorder
 
 
@@ -151,7 +151,7 @@ def test_status_audit_and_verify_show_a_gap_and_ack_gap_accepts_it(
         rec: Recorder, server_url: str, seaweed: SeaweedS3, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     bucket = f"gap-{rec.queue[2:]}"
-    seaweed.remote(bucket)
+    remote_on(seaweed, bucket)
     for name, value in {"EMQ_S3_BUCKET": bucket, "EMQ_S3_ENDPOINT_URL": seaweed.endpoint_url,
                         "EMQ_S3_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": seaweed.access_key,
                         "AWS_SECRET_ACCESS_KEY": seaweed.secret_key, "EMQ_URL": server_url,

@@ -24,9 +24,9 @@ import pytest
 
 from echomq.archive import Driver, Floor, S3Remote, declare, restore
 from echomq.archive.fold_lease import FoldLease
-from echomq.archive.seaweed import SeaweedS3
 from echomq.queue.connection import Connection, connect
-from tests.support.archive import bucket_name, floor_ids, folded_ids, remote_spec
+from echomq.servers.seaweed import SeaweedS3
+from tests.support.archive import bucket_name, floor_ids, folded_ids, remote_on, remote_spec
 from tests.support.recorder import Recorder
 from tests.support.waits import wait_until
 
@@ -153,7 +153,7 @@ def assert_exactly_once(recs: dict[str, Recorder], remote: S3Remote, tmp: Path) 
 @pytest.mark.slow
 def test_three_drivers_share_twelve_queues_and_a_killed_ones_queues_move_on(
         tenant: Connection, server_url: str, seaweed: SeaweedS3, tmp_path: Path) -> None:
-    remote = seaweed.remote(bucket_name(), "archive/", retries=2, backoff_s=0.01)
+    remote = remote_on(seaweed, bucket_name(), "archive/", retries=2, backoff_s=0.01)
     recs = recorders(tenant, 12)
     fleet = Fleet(tenant, server_url, remote, seaweed, tmp_path)
     try:
@@ -200,7 +200,7 @@ def test_three_drivers_share_twelve_queues_and_a_killed_ones_queues_move_on(
 @pytest.mark.slow
 def test_a_driver_stalled_past_its_lease_trims_nothing(
         tenant: Connection, server_url: str, seaweed: SeaweedS3, tmp_path: Path) -> None:
-    remote = seaweed.remote(bucket_name(), "archive/", retries=2, backoff_s=0.01)
+    remote = remote_on(seaweed, bucket_name(), "archive/", retries=2, backoff_s=0.01)
     recs = recorders(tenant, 4)
     fleet = Fleet(tenant, server_url, remote, seaweed, tmp_path)
     try:

@@ -14,9 +14,9 @@ from click.testing import CliRunner
 
 import echomq
 from echomq.archive import Driver, Floor, S3Remote, declare, restore
-from echomq.archive.seaweed import SeaweedS3
 from echomq.cli import main as emq
 from echomq.errors import ChecksumMismatch, InvalidArgument, MissingSlice
+from echomq.servers.seaweed import SeaweedS3
 from tests.support.archive import floor_ids
 from tests.support.waits import server_ms
 

@@ -27,12 +27,12 @@ from echomq.archive import (
     verify,
 )
 from echomq.archive.fold_lease import FoldLease
-from echomq.archive.seaweed import SeaweedS3
 from echomq.cli.archive import archive_cli
 from echomq.errors import InvalidArgument, LeaseHeld
-from echomq.jobs.scheduler import BatchScheduler
+from echomq.scheduling.scheduler import BatchScheduler
+from echomq.servers.seaweed import SeaweedS3
 from tests.support.aged import DAY_MS, add_aged
-from tests.support.archive import bucket_name, floor_ids, folded_ids
+from tests.support.archive import bucket_name, floor_ids, folded_ids, remote_on
 from tests.support.proxies import FlakyProxy
 from tests.support.recorder import Recorder
 
@@ -197,7 +197,7 @@ def test_what_prune_refuses(rec: Recorder, remote: S3Remote, floor_path: Path) -
 
 def test_the_command_line(rec: Recorder, server_url: str, seaweed: SeaweedS3,
                           floor_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    remote = seaweed.remote(bucket_name(), "archive/")
+    remote = remote_on(seaweed, bucket_name(), "archive/")
     dropped, straddling, recent = three_ages(rec, floor_path, remote)
     for name, value in {"EMQ_S3_BUCKET": remote.bucket, "EMQ_S3_PREFIX": "archive/",
                         "EMQ_S3_ENDPOINT_URL": seaweed.endpoint_url,
@@ -252,7 +252,7 @@ def test_a_prune_listing_a_bucket_slower_than_its_lease_keeps_the_lease(
     """A year of folds every 30 s is a million objects: listed a page at a time, longer
     than a lease, with no renewal between pages before (LeaseLost before the floor forgot
     anything, on every rerun)."""
-    remote = moto.remote(bucket_name(), "archive/", retries=2, backoff_s=0.01)
+    remote = remote_on(moto, bucket_name(), "archive/", retries=2, backoff_s=0.01)
     old = add_aged(rec, 500, 60)
     add_aged(rec, 10, 1)
     fold(rec, floor_path, remote, count=1)

@@ -13,11 +13,12 @@ import pytest
 
 from echomq.archive import ManifestConflict, RemoteRefused, S3Remote, UploadUnconfirmed
 from echomq.archive.entries import entry_line
-from echomq.archive.remote import next_manifest
-from echomq.archive.seaweed import SeaweedS3
+from echomq.archive.manifest import next_manifest
 from echomq.archive.slices import SliceContent, build_slice
-from echomq.errors import ChecksumMismatch, RemoteUnavailable
-from echomq.queue.embedded import free_port
+from echomq.errors import ChecksumMismatch, InvalidArgument, RemoteUnavailable
+from echomq.servers.process import free_port
+from echomq.servers.seaweed import SeaweedS3
+from tests.support.archive import bucket_name
 
 
 def slice_of(queue: str, prev: str, start: int, n: int, tag: str = "", prev_digest: str = ""
@@ -160,3 +161,24 @@ class TestSeaweedCredentials:
                 urllib.request.urlopen(attempt, timeout=5).close()
             info.value.close()
             assert info.value.code == 403
+
+
+class TestRemoteFromEndpoint:
+    """A launcher hands out plain values (URL, keys, region, bucket); the archive builds
+    its remote on them, so no launcher imports the archive."""
+
+    def test_a_remote_built_on_a_launchers_endpoint_stores(self, seaweed: SeaweedS3) -> None:
+        endpoint = seaweed.endpoint(bucket_name())
+        assert (endpoint.url, endpoint.access_key, endpoint.region) == (
+            seaweed.endpoint_url, seaweed.access_key, "us-east-1")
+        assert seaweed.secret_key not in repr(endpoint)
+        remote = S3Remote.from_endpoint(endpoint, "archive/", create_bucket=True)
+        assert (remote.bucket, remote.prefix) == (endpoint.bucket, "archive/")
+        content = slice_of("q", "0-0", 1, 3)
+        assert remote.put_slice(content) is True
+        other = S3Remote.from_endpoint(seaweed.endpoint(), "archive/", bucket=remote.bucket)
+        assert other.has_slice(content) is True  # the bucket named by the caller
+
+    def test_an_endpoint_without_a_bucket_needs_one(self, seaweed: SeaweedS3) -> None:
+        with pytest.raises(InvalidArgument, match="no bucket"):
+            S3Remote.from_endpoint(seaweed.endpoint())

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from echomq.archive.seaweed import SeaweedS3
 from echomq.cli.archive import archive_cli
+from echomq.servers.seaweed import SeaweedS3
+from tests.support.archive import remote_on
 from tests.support.recorder import Recorder
 
 
@@ -23,7 +24,7 @@ def test_the_command_line(rec: Recorder, server_url: str, seaweed: SeaweedS3,
     rec.add(12)
     rec.malformed()
     bucket = f"cli-{rec.queue[2:]}"
-    seaweed.remote(bucket)  # create the bucket
+    remote_on(seaweed, bucket)  # create the bucket
     env = {"EMQ_S3_BUCKET": bucket, "EMQ_S3_ENDPOINT_URL": seaweed.endpoint_url,
            "EMQ_S3_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": seaweed.access_key,
            "AWS_SECRET_ACCESS_KEY": seaweed.secret_key, "EMQ_URL": server_url,

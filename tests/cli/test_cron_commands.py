@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 import echomq
 from echomq.cli import main
-from echomq.jobs.cron import fire_due
+from echomq.scheduling.cron import fire_due
 
 
 @pytest.fixture

@@ -22,11 +22,12 @@ import pytest
 from click.testing import CliRunner, Result
 
 import echomq
-from echomq.archive.seaweed import SeaweedS3
 from echomq.cli import main
 from echomq.cli.durations import Duration
 from echomq.queue.connection import Connection
+from echomq.servers.seaweed import SeaweedS3
 from tests.support import ROOT
+from tests.support.archive import remote_on
 from tests.support.recorder import Recorder
 from tests.support.waits import wait_until
 
@@ -143,7 +144,7 @@ def test_restore_reports_its_head_with_the_time(rec: Recorder, seaweed: SeaweedS
 
     rec.add(3)
     bucket = f"plain-{uuid.uuid4().hex[:10]}"
-    remote = seaweed.remote(bucket, create_bucket=True)
+    remote = remote_on(seaweed, bucket, create_bucket=True)
     with Driver(rec.conn, str(tmp_path / "floor"), remote) as driver:
         driver.fold(rec.queue)
     for name, value in {"EMQ_S3_ENDPOINT_URL": seaweed.endpoint_url,

@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 
 import echomq
-from echomq.archive.seaweed import SeaweedS3
-from echomq.queue.embedded import EmbeddedValkey
+from echomq.servers.seaweed import SeaweedS3
+from echomq.servers.valkey import EmbeddedValkey
 from tests.support import ROOT
-from tests.support.archive import bucket_name
+from tests.support.archive import bucket_name, remote_on
 
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
@@ -43,7 +43,7 @@ def python_blocks(page: Path = README) -> list[str]:
 def readme_env(tmp_path: Path, private_server: EmbeddedValkey, seaweed: SeaweedS3,
                monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     bucket = bucket_name()
-    seaweed.remote(bucket, create_bucket=True)
+    remote_on(seaweed, bucket, create_bucket=True)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("EMQ_URL", private_server.url)
     monkeypatch.setenv("EMQ_S3_BUCKET", bucket)

@@ -19,8 +19,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 import echomq
-from echomq.jobs.cron import fire_due, fire_queue
 from echomq.queue.connection import Connection
+from echomq.scheduling.cron import fire_due, fire_queue
 from tests.support import ROOT
 from tests.support.waits import server_ms, wait_until
 
@@ -250,7 +250,7 @@ def test_two_scheduler_processes_enqueue_each_fire_time_once(pconn, executor, qu
 RACER = """
 import json, os, sys
 import echomq
-from echomq.jobs.cron import fire_due
+from echomq.scheduling.cron import fire_due
 conn = echomq.connect(os.environ["EMQ_URL"], executor=os.environ["EMQ_EXECUTOR"],
                       prefix=os.environ["EMQ_PREFIX"])
 start, ready, go = int(sys.argv[1]), sys.argv[2], sys.argv[3]

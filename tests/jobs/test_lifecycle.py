@@ -16,8 +16,8 @@ import pytest
 
 import echomq
 from echomq.models import StalledSweep
-from echomq.queue.embedded import EmbeddedValkey
 from echomq.queue.keys import Keys
+from echomq.servers.valkey import EmbeddedValkey
 from tests.support.keyspace import dump
 from tests.support.servers import closed_url, run_id
 from tests.support.waits import server_ms, wait_lapsed, wait_until

@@ -7,7 +7,7 @@ import threading
 import time
 
 import echomq
-from echomq.jobs.scheduler import BatchScheduler
+from echomq.scheduling.scheduler import BatchScheduler
 from tests.support.waits import wait_until
 
 

@@ -20,10 +20,10 @@ from click.testing import CliRunner
 import echomq
 from echomq.cli import main
 from echomq.jobs import stalled
-from echomq.jobs.consumer import Consumer
-from echomq.jobs.scheduler import BatchScheduler
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
+from echomq.scheduling.scheduler import BatchScheduler
+from echomq.worker.consumer import Consumer
 from tests.support.waits import wait_lapsed, wait_until
 
 SHORT = 40

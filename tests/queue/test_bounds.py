@@ -16,13 +16,13 @@ import pytest
 
 import echomq
 from echomq.jobs import stalled
-from echomq.jobs.consumer import Consumer
-from echomq.jobs.scheduler import BatchScheduler
 from echomq.jobs.settle import Settlement
 from echomq.models import StalledSweep
 from echomq.queue import validate
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
+from echomq.scheduling.scheduler import BatchScheduler
+from echomq.worker.consumer import Consumer
 from tests.support.keyspace import dump
 from tests.support.servers import closed_url
 from tests.support.waits import server_ms, wait_lapsed

@@ -21,12 +21,12 @@ import pytest
 
 import echomq
 from echomq.archive import declare
-from echomq.jobs.cron import fire_queue
 from echomq.jobs.settle import Settlement
 from echomq.models import ClaimedJob
 from echomq.queue import registry, transitions
 from echomq.queue.listen import mark_listening
 from echomq.queue.retention import purge_counted
+from echomq.scheduling.cron import fire_queue
 from tests.support.keyspace import dump, epochs, normalise
 from tests.support.servers import run_id
 from tests.support.waits import wait_lapsed

@@ -12,7 +12,9 @@ import pytest
 import redis
 
 import echomq
-from echomq.queue.embedded import EmbeddedValkey, SharedValkey, pid_alive
+from echomq.servers.process import pid_alive
+from echomq.servers.shared import SharedValkey
+from echomq.servers.valkey import EmbeddedValkey
 from tests.support.servers import closed_url
 
 LONG = 60_000
@@ -110,6 +112,29 @@ def test_a_unix_socket_url_works(
         assert job is not None and (job.state, job.payload) == ("completed", {"via": "unix"})
     finally:
         conn.close()
+
+
+def test_the_substrate_connects_to_a_resolved_url_and_starts_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the facade (``echomq.connect()``) and the CLI find the folder's shared server;
+    the substrate's ``connect`` takes the resolved URL and never starts one."""
+    from echomq.queue.connection import connect
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EMQ_DATA_DIR", str(tmp_path / "embedded"))
+    with pytest.raises(echomq.InvalidArgument, match="connect needs a URL"):
+        connect(None)  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bad_prefix_or_executor_without_a_url_starts_no_server(tmp_path: Path) -> None:
+    data_dir = tmp_path / "embedded"
+    with pytest.raises(echomq.InvalidKey, match="prefix"):
+        echomq.connect(data_dir=data_dir, prefix="a:b")
+    with pytest.raises(echomq.InvalidArgument):
+        echomq.connect(data_dir=data_dir, executor="lua")  # type: ignore[arg-type]
+    assert not data_dir.exists()
 
 
 def test_connect_without_a_url_shares_the_folders_one_persistent_server(

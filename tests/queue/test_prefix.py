@@ -15,8 +15,8 @@ import echomq
 from echomq.archive import Driver, declare, is_declared
 from echomq.cli import main
 from echomq.queue.connection import Connection, connect
-from echomq.queue.embedded import EmbeddedValkey
 from echomq.queue.keys import Keys
+from echomq.servers.valkey import EmbeddedValkey
 from echomq.worker import Consumer
 from tests.support.waits import wait_until
 

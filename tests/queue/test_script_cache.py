@@ -13,7 +13,7 @@ import redis
 
 import echomq
 from echomq.queue import registry
-from echomq.queue.embedded import EmbeddedValkey
+from echomq.servers.valkey import EmbeddedValkey
 
 LONG = 60_000
 

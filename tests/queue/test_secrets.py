@@ -20,9 +20,9 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 import echomq
-from echomq.jobs.consumer import Consumer
 from echomq.queue.connection import redact_url
-from echomq.queue.embedded import EmbeddedValkey
+from echomq.servers.valkey import EmbeddedValkey
+from echomq.worker.consumer import Consumer
 from tests.support import ROOT
 from tests.support.waits import wait_until
 

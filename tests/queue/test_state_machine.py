@@ -11,8 +11,8 @@ import redis
 
 import echomq
 from echomq.jobs.settle import complete_cancelled
-from echomq.queue.embedded import EmbeddedValkey
 from echomq.queue.keys import Keys
+from echomq.servers.valkey import EmbeddedValkey
 from tests.support.keyspace import dump
 from tests.support.servers import closed_url
 from tests.support.waits import server_ms, wait_lapsed, wait_until

@@ -21,7 +21,8 @@ import redis
 import trustme
 
 import echomq
-from echomq.queue.embedded import EmbeddedValkey, free_port
+from echomq.servers.process import free_port
+from echomq.servers.valkey import EmbeddedValkey
 from tests.support.waits import wait_until
 
 PASSWORD = "tls-pw-Vq71x"

@@ -15,9 +15,10 @@ from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
 
 ROOT = Path(echomq.__file__).parent
-JOB_PATH = ("queue", "jobs", "worker", "archive")
-"""The parts that run transitions: a job's trip, the operator's verbs, and the archive's
-fold lease (its scripts are the archive's, its calls and replies the catalogue's)."""
+JOB_PATH = ("queue", "jobs", "scheduling", "worker", "archive")
+"""The parts that run transitions: a job's trip, the operator's verbs, what runs on a clock,
+and the archive's fold lease (its scripts are the archive's, its calls and replies the
+catalogue's)."""
 
 _NAMED_CALL = re.compile(r"\.run\(\s*\"")
 _HAND_READ = re.compile(r"int\((?:code|reply|codes)\b|\bcode\s*[!=<>]=?\s*-?\d")

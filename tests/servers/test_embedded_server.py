@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 import echomq
-from echomq.queue.embedded import STATE_FILE, SharedValkey, free_port, pid_alive
+from echomq.servers.process import free_port, pid_alive
+from echomq.servers.shared import STATE_FILE, SharedValkey
 from tests.support import ROOT
 from tests.support.waits import wait_until
 

@@ -10,12 +10,13 @@ import time
 from pathlib import Path
 
 import echomq
-from echomq.queue.embedded import EmbeddedValkey, pid_alive
+from echomq.servers.process import pid_alive
+from echomq.servers.valkey import EmbeddedValkey
 from tests.support.waits import wait_until
 
 _OWNER = """
 import sys, time
-from echomq.queue.embedded import EmbeddedValkey
+from echomq.servers.valkey import EmbeddedValkey
 server = EmbeddedValkey(sys.argv[1]).start()
 print(server.pid, flush=True)
 time.sleep(120)

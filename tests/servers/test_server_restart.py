@@ -13,10 +13,10 @@ import pytest
 from starlette.testclient import TestClient
 
 import echomq
-from echomq.jobs.consumer import Consumer
-from echomq.jobs.scheduler import BatchScheduler
-from echomq.queue.embedded import SharedValkey
+from echomq.scheduling.scheduler import BatchScheduler
+from echomq.servers.shared import SharedValkey
 from echomq.web.app import create_app
+from echomq.worker.consumer import Consumer
 from echomq.worker.context import JobContext
 from tests.support.waits import wait_until
 

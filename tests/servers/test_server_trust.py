@@ -24,7 +24,9 @@ from pathlib import Path
 import pytest
 
 import echomq
-from echomq.queue.embedded import STATE_FILE, EmbeddedValkey, SharedValkey, pid_alive
+from echomq.servers.process import pid_alive
+from echomq.servers.shared import STATE_FILE, SharedValkey
+from echomq.servers.valkey import EmbeddedValkey
 from tests.servers.test_embedded_server import emq, servers_for
 from tests.support.waits import wait_until
 

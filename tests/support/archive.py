@@ -6,10 +6,18 @@ import uuid
 from typing import Any
 
 from echomq.archive.remote import S3Remote
+from echomq.servers.s3 import S3Process
 
 
 def bucket_name() -> str:
     return f"t-{uuid.uuid4().hex[:16]}"
+
+
+def remote_on(server: S3Process, bucket: str, prefix: str = "", **options: Any) -> S3Remote:
+    """An :class:`S3Remote` on one of the suite's S3 servers, in ``bucket`` (created unless
+    ``create_bucket=False``): the server hands out its endpoint, the archive builds on it."""
+    options.setdefault("create_bucket", True)
+    return S3Remote.from_endpoint(server.endpoint(bucket), prefix, **options)
 
 
 def remote_spec(remote: S3Remote, server: Any) -> dict[str, Any]:

@@ -18,8 +18,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import echomq
 from echomq import tracing
-from echomq.jobs.consumer import Consumer
 from echomq.queue.connection import Connection
+from echomq.worker.consumer import Consumer
 from tests.support import ROOT, consumers
 from tests.support.waits import wait_until
 
@@ -117,7 +117,7 @@ def test_with_tracing_off_no_row_carries_a_trace_and_opentelemetry_is_never_need
 import sys, threading
 sys.modules["opentelemetry"] = None
 import echomq
-from echomq.jobs.consumer import Consumer
+from echomq.worker.consumer import Consumer
 conn = echomq.connect({server_url!r})
 echomq.add(conn, {queue!r}, {{"n": 1}})
 echomq.add_many(conn, {queue!r}, [{{"n": 2}}])

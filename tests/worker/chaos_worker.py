@@ -25,14 +25,6 @@ from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
 
 
-def consumer_class() -> Any:
-    """``echomq.Consumer`` once it is exported (issue 8, item 6); its home until then."""
-    found = getattr(echomq, "Consumer", None)
-    if found is None:
-        from echomq.jobs.consumer import Consumer as found
-    return found
-
-
 def lease_left(conn: Connection, keys: Keys, job: Any) -> str:
     """How long this holder's lease had left when its handler started (one read)."""
     pipe = conn.redis.pipeline(transaction=False)
@@ -83,8 +75,8 @@ def main() -> None:
         note(job, "done")
         return {"n": job.payload["n"]}
 
-    consumer = consumer_class()(conn, queue, handler, concurrency=int(concurrency),
-                                lease_ms=int(lease_ms), record=True, recovery="reap")
+    consumer = echomq.Consumer(conn, queue, handler, concurrency=int(concurrency),
+                               lease_ms=int(lease_ms), record=True, recovery="reap")
     consumer.run()
 
 

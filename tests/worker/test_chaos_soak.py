@@ -47,11 +47,12 @@ import redis
 import echomq
 from echomq.archive import Driver, Floor, declare, restore, verify
 from echomq.archive.remote import S3Remote
-from echomq.archive.seaweed import SeaweedS3
 from echomq.queue.connection import Connection
-from echomq.queue.embedded import EmbeddedValkey
 from echomq.queue.keys import Keys
+from echomq.servers.seaweed import SeaweedS3
+from echomq.servers.valkey import EmbeddedValkey
 from tests.support import ROOT
+from tests.support.archive import remote_on
 
 JOBS = 3000
 WORKERS = 3
@@ -428,8 +429,8 @@ def test_the_books_balance_after_kills_a_restart_and_an_s3_outage(
     queue = f"chaos-{uuid.uuid4().hex[:8]}"
     seaweed.start()  # an earlier soak may have failed mid-outage
     conn = echomq.connect(private_server.url, executor=executor)  # type: ignore[arg-type]
-    remote = seaweed.remote(f"chaos-{uuid.uuid4().hex[:12]}", "archive/", retries=1,
-                            backoff_s=0.05, timeout_s=2.0)
+    remote = remote_on(seaweed, f"chaos-{uuid.uuid4().hex[:12]}", "archive/", retries=1,
+                       backoff_s=0.05, timeout_s=2.0)
     declare(conn, queue, archive=remote)  # the bucket is the archive of record
     driver = Driver(conn, tmp_path / "floor", remote, slice_count=500, lease_ms=3000)
     soak = Soak(private_server, seaweed, conn, queue, executor, tmp_path, remote, driver,

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 import echomq
-from echomq.jobs.consumer import Consumer
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
+from echomq.worker.consumer import Consumer
 from echomq.worker.held import Held
 from tests.support.consumers import ConsumerThreads
 from tests.support.waits import wait_until

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 import echomq
-from echomq.jobs.consumer import Consumer
 from echomq.queue.connection import Connection
+from echomq.worker.consumer import Consumer
 from tests.support.waits import wait_until
 
 

@@ -14,11 +14,11 @@ import pytest
 import redis
 
 import echomq
-from echomq.jobs.consumer import Consumer
 from echomq.queue import transitions
 from echomq.queue.connection import Connection
 from echomq.worker import beat as beat_module
 from echomq.worker import consumer as consumer_module
+from echomq.worker.consumer import Consumer
 from tests.support.waits import wait_until
 
 

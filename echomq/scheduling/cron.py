@@ -25,12 +25,12 @@ from typing import Any, cast
 from apscheduler.triggers.cron import CronTrigger
 
 from echomq.errors import EchoMQError, InvalidArgument, InvalidKey, ScheduleGone
-from echomq.jobs import crontab
 from echomq.models import Schedule
 from echomq.queue import transitions, validate
 from echomq.queue.connection import Connection
 from echomq.queue.enqueue import DEFAULT_MAX_ATTEMPTS, option_args
 from echomq.queue.keys import MAX_NAME_LENGTH, Keys, check_name
+from echomq.scheduling import crontab
 
 log = logging.getLogger("echomq.cron")
 

@@ -23,7 +23,6 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from echomq.jobs.cron import fire_due
 from echomq.jobs.stalled import (
     DEFAULT_INTERVAL_MS,
     DEFAULT_LIMIT,
@@ -35,6 +34,7 @@ from echomq.queue import validate
 from echomq.queue.connection import Connection
 from echomq.queue.keys import check_name
 from echomq.queue.retention import RetentionReport, apply_all_retention
+from echomq.scheduling.cron import fire_due
 
 log = logging.getLogger("echomq.scheduler")
 
