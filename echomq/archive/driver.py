@@ -43,7 +43,6 @@ from dataclasses import dataclass
 
 import redis
 
-from echomq.archive.entries import id_after, id_lt
 from echomq.archive.floor import Floor, Gap
 from echomq.archive.fold_lease import FoldLease
 from echomq.archive.manifest import Manifest
@@ -57,8 +56,9 @@ from echomq.archive.sharing import (
     fair_share,
     holder_name,
 )
-from echomq.archive.slices import ZERO_ID, SliceContent, build_slice
+from echomq.archive.slices import SliceContent, build_slice
 from echomq.archive.stream_checks import StreamChecks
+from echomq.archive.stream_ids import ZERO_ID, id_after, id_lt
 from echomq.archive.stream_read import read_items
 from echomq.archive.upload import UploadSteps
 from echomq.errors import (

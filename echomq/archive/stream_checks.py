@@ -19,10 +19,9 @@ from typing import Any
 
 import redis
 
-from echomq.archive.entries import MAX_U64, id_key, id_lt, parse_stream_id
 from echomq.archive.floor import Floor, GapBaseline
 from echomq.archive.fold_lease import FoldLease
-from echomq.archive.slices import ZERO_ID
+from echomq.archive.stream_ids import ZERO_ID, id_before, id_key, id_lt, last_id_of
 from echomq.archive.stream_read import last_id_through, read_ids, stream_info
 from echomq.errors import StreamGap, StreamRewound
 from echomq.queue.cluster import slot_ms
@@ -43,7 +42,7 @@ class StreamChecks:
 
     def clock_bound(self, keys: Keys) -> str:
         """The last id a fold may take now: the server's clock plus :data:`AHEAD_MS`."""
-        return f"{slot_ms(self.redis, keys.completions) + AHEAD_MS}-{MAX_U64}"
+        return last_id_of(slot_ms(self.redis, keys.completions) + AHEAD_MS)
 
     def foreign_counts(self, keys: Keys, bound: str) -> tuple[int, int]:
         """(entries in the stream past ``bound``, entries settles set aside so far)."""
@@ -123,11 +122,6 @@ def _head_cut(info: dict[str, Any], checkpoint: str) -> bool:
     return not first or id_lt(checkpoint, str(first[0]))
 
 
-def _id_before(value: str) -> str:
-    ms, seq = parse_stream_id(value)
-    return f"{ms}-{seq - 1}" if seq else f"{ms - 1}-{MAX_U64}"
-
-
 def _find_loss(info: dict[str, Any], base: GapBaseline) -> tuple[str, int | None] | None:
     """(the highest lost id bound, how many were lost) or None when nothing was lost.
 
@@ -147,6 +141,6 @@ def _find_loss(info: dict[str, Any], base: GapBaseline) -> tuple[str, int | None
     bounds = [deleted] if id_lt(held, deleted) else []
     if head_cut:
         first = info.get("first-entry")
-        bounds.append(_id_before(str(first[0])) if first
+        bounds.append(id_before(str(first[0])) if first
                       else str(info.get("last-generated-id") or ZERO_ID))
     return max(bounds, key=id_key), missing

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from echomq.archive.entries import id_lt
 from echomq.archive.floor import Floor
 from echomq.archive.fold_lease import FoldLease
 from echomq.archive.manifest import Manifest, next_manifest
 from echomq.archive.remote import ManifestConflict, Remote
 from echomq.archive.restore import pull
-from echomq.archive.slices import GENESIS, ZERO_ID, SliceContent, SliceMeta, decode_slice
+from echomq.archive.slices import GENESIS, SliceContent, SliceMeta, decode_slice
+from echomq.archive.stream_ids import ZERO_ID, id_lt
 from echomq.errors import RemoteConflict
 
 if TYPE_CHECKING:

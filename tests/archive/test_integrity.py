@@ -28,8 +28,8 @@ from echomq.archive import (
     record_address,
     restore,
 )
-from echomq.archive.entries import id_key
 from echomq.archive.seaweed import SeaweedS3
+from echomq.archive.stream_ids import id_key
 from echomq.cli.archive import archive_cli
 from echomq.errors import FloorError, StreamUnavailable
 from echomq.queue.connection import Connection
