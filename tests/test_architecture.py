@@ -99,7 +99,7 @@ def arrows() -> list[tuple[str, str]]:
 
 def test_the_scan_sees_the_arrows_it_judges() -> None:
     found = arrows()
-    assert ("echomq.archive.driver", "echomq.queue.keys") in found
+    assert ("echomq.archive.driver", "echomq.queue.declared") in found
     assert ("echomq.scheduling.scheduler", "echomq.scheduling.cron") in found
     assert len(found) > 100
 

@@ -7,7 +7,7 @@ merges small slice objects into packs.
 """
 
 from echomq.archive.compact import COMPACT_CRASH_POINTS, CompactReport, compact
-from echomq.archive.driver import CRASH_POINTS, Driver, FoldReport, fold_declared
+from echomq.archive.driver import CRASH_POINTS, Driver, fold_declared
 from echomq.archive.entries import ArchivedEntry, Outcome, QuarantinedEntry
 from echomq.archive.floor import Audit, Floor, FloorStatus
 from echomq.archive.floor_gaps import Gap
@@ -22,6 +22,7 @@ from echomq.archive.prune import (
 )
 from echomq.archive.remote import Remote, S3Remote
 from echomq.archive.replay import replay
+from echomq.archive.report import FoldReport
 from echomq.archive.restore import QueueReport, plan, restore, verify
 from echomq.errors import (
     ChainBroken,

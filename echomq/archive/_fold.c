@@ -261,7 +261,7 @@ static void put_u64(char *out, uint64_t v) {
     }
 }
 
-/* The 16-byte key of a stream id "ms-seq" (entries.id_key), or -1 for any other text. */
+/* The 16-byte key of a stream id "ms-seq" (stream_ids.id_key), or -1 for any other text. */
 static int id_key(PyObject *sid, char out[16]) {
     if (!PyUnicode_Check(sid) || !PyUnicode_IS_ASCII(sid))
         return -1;

@@ -25,13 +25,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from itertools import islice
 
-from echomq.archive.entries import id_lt, parse_stream_id
 from echomq.archive.fold_lease import FoldLease
 from echomq.archive.manifest import Link, Manifest, Pack
 from echomq.archive.packs import build_pack, split_pack
 from echomq.archive.remote import Remote
 from echomq.archive.report import ArchiveReport
 from echomq.archive.slices import GENESIS, SliceContent, SliceRef
+from echomq.archive.stream_ids import id_lt, parse_stream_id
 from echomq.errors import ChainBroken
 from echomq.queue.connection import Connection
 from echomq.queue.validate import positive_int

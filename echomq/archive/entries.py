@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import struct
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,15 +23,13 @@ from typing import IO, Any
 
 import orjson
 
+from echomq.archive.stream_ids import MAX_U64, parse_stream_id
 from echomq.errors import InvalidArgument, InvalidKey
 from echomq.queue.keys import check_name
 
 _INT = re.compile(r"-?[0-9]+\Z")
-_STREAM_ID = re.compile(r"([0-9]+)-([0-9]+)\Z")
 _KNOWN = frozenset({"job", "outcome", "result", "attempts", "at", "created_at", "started_at",
                     "name", "payload"})
-MAX_U64 = 2**64 - 1
-_PACK = struct.Struct(">QQ").pack
 
 
 class Outcome(StrEnum):
@@ -44,53 +41,6 @@ class Outcome(StrEnum):
 
 
 _OUTCOMES = frozenset(o.value for o in Outcome)
-
-
-def parse_stream_id(value: str) -> tuple[int, int]:
-    """``"ms-seq"`` as two integers; a bare ``"ms"`` means ``ms-0``."""
-    ms, sep, seq = value.partition("-")
-    if sep and ms.isascii() and seq.isascii() and ms.isdigit() and seq.isdigit():
-        a, b = int(ms), int(seq)  # the fast path: every id Redis hands out
-        if a <= MAX_U64 and b <= MAX_U64:
-            return a, b
-    match = _STREAM_ID.match(value)
-    if match is None:
-        if value.isdigit():
-            return int(value), 0
-        raise InvalidArgument(f"not a stream id: {value!r}")
-    first, second = int(match.group(1)), int(match.group(2))
-    if first > MAX_U64 or second > MAX_U64:
-        raise InvalidArgument(f"stream id out of range: {value!r}")
-    return first, second
-
-
-def id_key(value: str) -> bytes:
-    """16 bytes whose byte order is the stream's order (big-endian ms, then seq)."""
-    ms, sep, seq = value.partition("-")
-    if sep and ms.isdigit() and seq.isdigit() and ms.isascii() and seq.isascii():
-        try:
-            return _PACK(int(ms), int(seq))
-        except struct.error:
-            pass  # out of range: refused below with the reason
-    return _PACK(*parse_stream_id(value))
-
-
-def id_from_key(raw: bytes) -> str:
-    return f"{int.from_bytes(raw[:8], 'big')}-{int.from_bytes(raw[8:16], 'big')}"
-
-
-def id_after(value: str) -> str:
-    """The smallest id greater than ``value``: the ``XTRIM MINID`` that removes ``value``."""
-    ms, seq = parse_stream_id(value)
-    if seq == MAX_U64:
-        if ms == MAX_U64:
-            return value  # the last possible id: nothing comes after it
-        return f"{ms + 1}-0"
-    return f"{ms}-{seq + 1}"
-
-
-def id_lt(a: str, b: str) -> bool:
-    return parse_stream_id(a) < parse_stream_id(b)
 
 
 def to_ms(value: int | float | datetime | None) -> int | None:

@@ -7,7 +7,7 @@ no-op, and an entry already present is not counted twice. Readers use LMDB's MVC
 snapshots and never block the writer. A full map is grown and the transaction retried.
 
 Keys start with ``queue + NUL`` (queue names never contain control characters), then
-16-byte stream ids whose byte order is stream order (see ``entries.id_key``).
+16-byte stream ids whose byte order is stream order (see ``stream_ids.id_key``).
 """
 
 from __future__ import annotations
@@ -30,9 +30,6 @@ from echomq.archive.entries import (
     ArchivedEntry,
     Outcome,
     QuarantinedEntry,
-    id_from_key,
-    id_key,
-    id_lt,
     index_terms,
     malformed_reason,
     parse_entry,
@@ -46,7 +43,8 @@ from echomq.archive.floor_gaps import Gap, GapLedger, _gap
 from echomq.archive.floor_rebase import PendingRebase
 from echomq.archive.floor_state import _qk
 from echomq.archive.lmdbstore import Dbs, Txn
-from echomq.archive.slices import ZERO_ID, RawItem, SliceContent, SliceMeta, build_slice
+from echomq.archive.slices import RawItem, SliceContent, SliceMeta, build_slice
+from echomq.archive.stream_ids import ZERO_ID, id_from_key, id_key, id_lt
 from echomq.errors import ChecksumMismatch, FloorGap
 from echomq.queue.keys import MAX_NAME_LENGTH, names_ok
 

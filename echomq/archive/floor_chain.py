@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from typing import cast
 
-from echomq.archive.entries import id_key
 from echomq.archive.floor_state import FloorState, _qk
 from echomq.archive.lmdbstore import Dbs, Txn
-from echomq.archive.slices import ZERO_ID, SliceMeta
+from echomq.archive.slices import SliceMeta
+from echomq.archive.stream_ids import ZERO_ID, id_key
 
 
 class DigestChain(FloorState):

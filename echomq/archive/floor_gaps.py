@@ -10,10 +10,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from echomq.archive.entries import id_key
 from echomq.archive.floor_state import FloorState
 from echomq.archive.lmdbstore import Dbs, Txn
-from echomq.archive.slices import ZERO_ID
+from echomq.archive.stream_ids import ZERO_ID, id_key
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ import json
 from typing import Any, cast
 
 from echomq.archive.lmdbstore import Dbs, LmdbStore, Txn
-from echomq.archive.slices import ZERO_ID
+from echomq.archive.stream_ids import ZERO_ID
 from echomq.queue.keys import check_name
 
 

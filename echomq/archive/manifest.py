@@ -22,8 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from echomq.archive.entries import id_lt
-from echomq.archive.slices import GENESIS, ZERO_ID, SliceMeta, SliceRef
+from echomq.archive.slices import GENESIS, SliceMeta, SliceRef
+from echomq.archive.stream_ids import ZERO_ID, id_lt
 from echomq.errors import ManifestCorrupt
 
 MANIFEST_FORMAT = "emq-manifest/2"

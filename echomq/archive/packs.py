@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from echomq.archive.entries import id_lt
 from echomq.archive.manifest import Link
 from echomq.archive.slices import SliceContent, build_slice
+from echomq.archive.stream_ids import id_lt
 from echomq.errors import ChainBroken
 
 

@@ -22,13 +22,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from echomq.archive.entries import id_lt, parse_stream_id
 from echomq.archive.floor import Floor
 from echomq.archive.fold_lease import FoldLease
 from echomq.archive.manifest import Base, Manifest, Pruned, without_packs_before
 from echomq.archive.remote import Remote
 from echomq.archive.report import ArchiveReport
-from echomq.archive.slices import ZERO_ID
+from echomq.archive.stream_ids import ZERO_ID, id_lt, parse_stream_id
 from echomq.errors import ArchiveError, InvalidArgument
 from echomq.queue.connection import Connection
 from echomq.queue.declared import declared_queues

@@ -26,7 +26,6 @@ import boto3
 import botocore.exceptions as bex
 from botocore.config import Config
 
-from echomq.archive.entries import id_lt
 from echomq.archive.manifest import Manifest
 from echomq.archive.slices import (
     SliceContent,
@@ -35,6 +34,7 @@ from echomq.archive.slices import (
     decode_slice,
     parse_slice_name,
 )
+from echomq.archive.stream_ids import id_lt
 from echomq.errors import (
     ChecksumMismatch,
     InvalidArgument,

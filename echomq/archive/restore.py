@@ -24,19 +24,14 @@ from datetime import datetime
 from itertools import islice
 from typing import TYPE_CHECKING
 
-from echomq.archive.entries import MAX_U64, id_lt, parse_stream_id, to_ms
+from echomq.archive.entries import to_ms
 from echomq.archive.floor import Floor
 from echomq.archive.manifest import Base, Link, Manifest
 from echomq.archive.packs import split_pack
 from echomq.archive.quiet_gc import quiet_gc
 from echomq.archive.report import ArchiveReport
-from echomq.archive.slices import (
-    GENESIS,
-    ZERO_ID,
-    SliceContent,
-    SliceMeta,
-    SliceRef,
-)
+from echomq.archive.slices import GENESIS, SliceContent, SliceMeta, SliceRef
+from echomq.archive.stream_ids import ZERO_ID, id_lt, last_id_of, parse_stream_id
 from echomq.errors import ArchiveError, ChainBroken, InvalidArgument, ManifestMissing, MissingSlice
 from echomq.progress import Tick, bars
 
@@ -263,7 +258,7 @@ def until_id(value: int | datetime | str) -> str:
     ms = to_ms(value)
     if ms is None or ms < 0:
         raise InvalidArgument(f"until must be a time at or after the epoch, got {value!r}")
-    return f"{ms}-{MAX_U64}"
+    return last_id_of(ms)
 
 
 def _cut(content: SliceContent, until: str) -> SliceContent | None:

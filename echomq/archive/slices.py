@@ -32,15 +32,14 @@ from typing import Any
 
 import orjson
 
-from echomq.archive.entries import id_key, id_lt, parse_stream_id
 from echomq.archive.quiet_gc import quiet_gc
+from echomq.archive.stream_ids import id_key, id_lt, parse_stream_id, wide_id
 from echomq.errors import InvalidArgument, SliceCorrupt
 
 FORMAT = "emq-slice/2"
 OLD_FORMATS = ("emq-slice/1",)
 GENESIS = ""
 """The ``prev_digest`` of a queue's first slice."""
-ZERO_ID = "0-0"
 SUFFIX = ".jsonl.gz"
 _WIDE_ID = r"([0-9]{20})-([0-9]{20})"
 _NAME = re.compile(rf"(?P<queue>[^/]+)/slices/{_WIDE_ID}_{_WIDE_ID}_{_WIDE_ID}\.jsonl\.gz\Z")
@@ -54,11 +53,6 @@ _STR = frozenset({str})
 
 RawItem = tuple[str, Mapping[str, str], bytes]
 """One raw entry: stream id, its fields, and its canonical line (see ``entry_line``)."""
-
-
-def wide_id(value: str) -> str:
-    ms, seq = parse_stream_id(value)
-    return f"{ms:020d}-{seq:020d}"
 
 
 def slice_name(queue: str, first: str, last: str, prev: str) -> str:

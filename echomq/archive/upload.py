@@ -1,4 +1,4 @@
-"""The fold's upload steps: put a slice, confirm it stored, advance the manifest over it.
+"""A fold's uploads: put a slice, confirm it stored, advance the manifest over it.
 
 A slice goes up only when it continues the remote's chain (its ``prev`` and digest are the
 manifest's head); it is confirmed stored before the manifest points at it, and the
@@ -9,19 +9,16 @@ the same digest was uploaded before a crash and is only put back if the store lo
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from echomq.archive.entries import id_lt
 from echomq.archive.floor import Floor
 from echomq.archive.fold_lease import FoldLease
 from echomq.archive.manifest import Manifest, next_manifest
 from echomq.archive.remote import Remote
+from echomq.archive.report import Tally
 from echomq.archive.restore import pull
-from echomq.archive.slices import GENESIS, ZERO_ID, SliceContent, SliceMeta, decode_slice
+from echomq.archive.slices import GENESIS, SliceContent, SliceMeta, decode_slice
+from echomq.archive.stream_ids import ZERO_ID, id_lt
 from echomq.errors import ManifestConflict, RemoteConflict
-
-if TYPE_CHECKING:
-    from echomq.archive.driver import _Tally
 
 
 def superseded(meta: SliceMeta, manifest: Manifest | None) -> bool:
@@ -40,60 +37,63 @@ def superseded(meta: SliceMeta, manifest: Manifest | None) -> bool:
                for link in manifest.chain)
 
 
-class UploadSteps:
-    """The upload steps of a :class:`~echomq.archive.driver.Driver` (mixed into it)."""
+class Uploader:
+    """One fold's uploads to the remote, made only when the driver has one: it keeps the
+    remote's manifest as the fold moves it. ``at`` is the fold's crash-point hook.
 
-    floor: Floor
-    remote: Remote | None
-    hook: Callable[[str], None] | None
+    :meth:`upload` runs on the fold's upload thread while the next slice is read; the
+    fold waits for it before the next upload, so the manifest has one writer at a time.
+    """
 
-    def _at(self, point: str) -> None:
-        """Call the hook at a named crash point (``CRASH_POINTS``): where tests kill a fold."""
-        if self.hook is not None:
-            self.hook(point)
+    def __init__(self, remote: Remote, floor: Floor, queue: str, lease: FoldLease,
+                 tally: Tally, at: Callable[[str], None]) -> None:
+        self.remote = remote
+        self.floor = floor
+        self.queue = queue
+        self.lease = lease
+        self.tally = tally
+        self.at = at
+        self.manifest: Manifest | None = None
 
-    # -- the remote -----------------------------------------------------------------------
-
-    def _sync(self, queue: str, lease: FoldLease, tally: _Tally) -> Manifest | None:
-        """Upload what an earlier fold committed but did not upload; catch up if behind."""
-        assert self.remote is not None
-        manifest = self.remote.read_manifest(queue)
-        for meta in self.floor.pending_slices(queue):
-            if superseded(meta, manifest):  # another driver folded this range meanwhile
-                tally.counts["dropped"] += self.floor.drop_pending(queue)
+    def catch_up(self) -> None:
+        """Upload what an earlier fold committed but did not upload; pull if behind."""
+        self.manifest = self.remote.read_manifest(self.queue)
+        for meta in self.floor.pending_slices(self.queue):
+            if superseded(meta, self.manifest):  # another driver folded this range meanwhile
+                self.tally.add("dropped", self.floor.drop_pending(self.queue))
                 break
-            content = decode_slice(self.floor.slice_bytes(meta), meta.ref)
-            manifest = self._upload(content, manifest, lease, tally)
-        if manifest is not None and id_lt(self.floor.checkpoint(queue), manifest.head):
-            lease.renew()  # and again after every slice: a long catch-up keeps the queue
-            slices, _ = pull(self.remote, self.floor, queue, lambda _: lease.renew())
-            tally.counts["pulled"] += slices
-        return manifest
+            self.upload(decode_slice(self.floor.slice_bytes(meta), meta.ref))
+        if self.manifest is not None and id_lt(self.floor.checkpoint(self.queue),
+                                               self.manifest.head):
+            self.lease.renew()  # and again after every slice: a long catch-up keeps it
+            slices, _ = pull(self.remote, self.floor, self.queue,
+                             lambda _: self.lease.renew())
+            self.tally.add("pulled", slices)
 
-    def _upload(self, content: SliceContent, manifest: Manifest | None, lease: FoldLease,
-                tally: _Tally) -> Manifest | None:
+    def upload(self, content: SliceContent) -> None:
         """Put one slice and advance the manifest over it; then mark it uploaded."""
-        assert self.remote is not None
         meta = content.meta
-        lease.renew()
-        self._at("during_upload")
+        self.lease.renew()
+        self.at("during_upload")
         for _ in range(3):  # re-read the manifest when another writer moved it
+            manifest = self.manifest
             head = manifest.head if manifest is not None else ZERO_ID
             if head == meta.prev:
                 if manifest is None:
                     self._check_unmanifested(content)
                 self._check_chain_head(content, manifest)
                 self.remote.put_slice(content)
-                self._at("before_manifest")
-                self._confirm_slice(content)
-                new = next_manifest(manifest, meta)
+                self.at("before_manifest")
+                self.remote.confirm_slice(content.meta)  # a store that keeps nothing: raise
                 try:
-                    manifest = self.remote.write_manifest(new, manifest)
+                    manifest = self.remote.write_manifest(next_manifest(manifest, meta),
+                                                          manifest)
                 except ManifestConflict:
-                    manifest = self.remote.read_manifest(meta.queue)
+                    self.manifest = self.remote.read_manifest(meta.queue)
                     continue
-                self._confirm_manifest(manifest)
-            elif not id_lt(head, meta.last) and self._already_linked(content, manifest):
+                self.remote.confirm_manifest(manifest)  # stored as written, or raise
+                self.manifest = manifest
+            elif not id_lt(head, meta.last) and self._already_linked(content):
                 pass  # uploaded before a crash, and the manifest already covers it
             else:
                 raise RemoteConflict(
@@ -103,23 +103,17 @@ class UploadSteps:
                     "restore, or point the driver at its own remote prefix."
                 )
             self.floor.mark_uploaded(meta, keep_digest=True)  # one transaction, one sync
-            tally.counts["uploaded"] += 1
-            self._at("after_upload")
-            return manifest
+            self.tally.add("uploaded")
+            self.at("after_upload")
+            return
         raise RemoteConflict(f"the manifest of {meta.queue!r} keeps moving; another driver "
                              "is uploading without the lease")
 
-    # -- the chain of custody (items 15, 16) -----------------------------------------------
-
-    def _prev_digest(self, queue: str) -> str:
-        """The digest a new slice chains from: the floor's newest slice (none without a
-        remote, whose slices are chained when they are uploaded)."""
-        return self.floor.last_digest(queue) if self.remote is not None else ""
+    # -- the chain of custody ---------------------------------------------------------------
 
     def _check_chain_head(self, content: SliceContent, manifest: Manifest | None) -> None:
         """The remote's newest slice must be the one this floor's slice follows: a manifest
         whose head digest differs holds another (or a rewritten) history."""
-        assert self.remote is not None
         head_digest = manifest.head_digest if manifest is not None else ""  # the genesis
         if content.meta.prev_digest != head_digest:
             raise RemoteConflict(
@@ -130,22 +124,10 @@ class UploadSteps:
                 "trimmed. Run verify with this floor."
             )
 
-    def _confirm_slice(self, content: SliceContent) -> None:
-        """Before the manifest points at the slice (and before any trim), see it stored: a
-        store that answers 200 and keeps nothing raises ``UploadUnconfirmed`` here."""
-        assert self.remote is not None
-        self.remote.confirm_slice(content.meta)
-
-    def _confirm_manifest(self, manifest: Manifest) -> None:
-        """The manifest that now covers the slice is stored as written, or raise."""
-        assert self.remote is not None
-        self.remote.confirm_manifest(manifest)
-
-    def _already_linked(self, content: SliceContent, manifest: Manifest | None) -> bool:
+    def _already_linked(self, content: SliceContent) -> bool:
         """The slice is stored and the manifest lists it with this very digest."""
-        assert self.remote is not None
         meta = content.meta
-        listed = [link for link in (manifest.chain if manifest else ())
+        listed = [link for link in (self.manifest.chain if self.manifest else ())
                   if link[:2] == (meta.first, meta.last)]
         if listed and listed[0][2] != meta.digest:
             raise RemoteConflict(
@@ -157,12 +139,11 @@ class UploadSteps:
             return False
         if not self.remote.has_slice(content):  # listed, but the store lost it: put it back
             self.remote.put_slice(content)
-            self._confirm_slice(content)
+            self.remote.confirm_slice(content.meta)
         return True
 
     def _check_unmanifested(self, content: SliceContent) -> None:
         """No manifest yet: refuse if the remote already holds other slices of the queue."""
-        assert self.remote is not None
         others = [r for r in self.remote.list_slices(content.meta.queue)
                   if r != content.meta.ref]
         if others:

@@ -25,10 +25,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from echomq.archive.driver import Driver, FoldReport
+from echomq.archive.driver import Driver
 from echomq.archive.entries import Outcome, iter_jsonl
 from echomq.archive.floor import Floor
 from echomq.archive.floor_gaps import Gap
+from echomq.archive.report import FoldReport
 from echomq.archive.restore import restore, verify
 from echomq.cli.app import Group, connect
 from echomq.cli.remote import RemoteSettings, remote_options

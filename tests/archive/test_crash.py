@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from echomq.archive import CRASH_POINTS, Driver, Floor, S3Remote
-from echomq.archive.entries import id_key
+from echomq.archive.stream_ids import id_key
 from echomq.servers.seaweed import SeaweedS3
 from tests.support.archive import floor_ids, folded_ids, remote_spec
 from tests.support.recorder import Recorder

@@ -14,10 +14,6 @@ from echomq.archive.entries import (
     Outcome,
     QuarantinedEntry,
     entry_line,
-    id_after,
-    id_from_key,
-    id_key,
-    id_lt,
     parse_entry,
     parse_line,
 )
@@ -29,6 +25,7 @@ from echomq.archive.slices import (
     parse_slice_name,
     slice_name,
 )
+from echomq.archive.stream_ids import id_after, id_from_key, id_key, id_lt
 from echomq.errors import ChecksumMismatch, InvalidArgument, ManifestCorrupt
 
 GOOD = {"job": "j1", "outcome": "dead", "result": "boom", "attempts": "3", "at": "1700",

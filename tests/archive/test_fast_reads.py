@@ -16,8 +16,9 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from echomq.archive.entries import entry_line, id_key, parse_line, parse_stream_id
+from echomq.archive.entries import entry_line, parse_line
 from echomq.archive.slices import SliceCorrupt, build_slice, decode_slice
+from echomq.archive.stream_ids import id_key, parse_stream_id
 
 
 def plain_parse_line(line: bytes) -> tuple[str, dict[str, str]]:

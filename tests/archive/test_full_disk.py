@@ -20,7 +20,8 @@ from click.testing import CliRunner
 from echomq import ArchiveError
 from echomq.archive import Floor, FloorFull, declare, fold_declared
 from echomq.archive.entries import entry_line
-from echomq.archive.slices import ZERO_ID, build_slice
+from echomq.archive.slices import build_slice
+from echomq.archive.stream_ids import ZERO_ID
 from echomq.cli.archive import archive_cli
 from echomq.queue.connection import Connection, connect
 from echomq.servers.valkey import EmbeddedValkey

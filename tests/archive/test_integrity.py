@@ -28,7 +28,7 @@ from echomq.archive import (
     record_address,
     restore,
 )
-from echomq.archive.entries import id_key
+from echomq.archive.stream_ids import id_key
 from echomq.cli.archive import archive_cli
 from echomq.errors import FloorError, StreamUnavailable
 from echomq.queue.connection import Connection

@@ -38,7 +38,7 @@ def folded_ids(remote: S3Remote, queue: str) -> list[str]:
 
 
 def floor_ids(floor: Any, queue: str) -> list[str]:
-    from echomq.archive.entries import id_key
+    from echomq.archive.stream_ids import id_key
 
     ids = [e.stream_id for e in floor.entries(queue)] + [
         q.stream_id for q in floor.quarantined(queue)]

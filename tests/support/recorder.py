@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from echomq.archive.entries import id_key
+from echomq.archive.stream_ids import id_key
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
 
