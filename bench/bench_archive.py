@@ -99,7 +99,7 @@ def raw_lmdb_rate(floor: Floor, work: Path, entries: int, slices: int) -> float:
     """Entries/s of bare LMDB writing what the fold wrote: every sub-database's pairs, in
     ``slices`` transactions of equal shares, into a fresh environment."""
     with floor.env.begin() as txn:
-        tables = {name: list(txn.cursor(db=db)) for name, db in floor._s.dbs.items()}
+        tables = {name: list(txn.cursor(db=db)) for name, db in floor.store.dbs.items()}
     for name, pairs in tables.items():  # the fold's order: an index key ends with the id
         if name.startswith("by_"):
             pairs.sort(key=lambda pair: pair[0][-16:])

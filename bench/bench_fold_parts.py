@@ -32,8 +32,8 @@ from rich.console import Console
 from rich.table import Table
 
 from echomq.archive import Driver, Floor, declare
-from echomq.archive.floor import _index_rows
-from echomq.archive.floor_state import _qk
+from echomq.archive.floor_rows import index_rows
+from echomq.archive.floor_state import queue_key
 from echomq.archive.quiet_gc import quiet_gc
 from echomq.archive.slices import RawItem, SliceContent, build_slice
 from echomq.archive.stream_read import PAGE, take
@@ -91,14 +91,14 @@ def _one_run(url: str, work: Path, entries: int, slice_count: int) -> dict[str, 
         spent, items = _timed(lambda pages=pages: lines(pages))
         took["lines"] += spent
         slices.append(build_slice(queue, prev, items, encode=False))
-    qk = _qk(queue)
-    took["index rows"] = sum(_timed(lambda s=s: _index_rows(qk, s.items))[0] for s in slices)
+    qk = queue_key(queue)
+    took["index rows"] = sum(_timed(lambda s=s: index_rows(qk, s.items))[0] for s in slices)
     with Floor(work / f"floor-{queue}", map_size=1 << 30) as floor:
         for content in slices:
             took["floor commit"] += _timed(lambda c=content: floor.commit_slice(
                 c, uploaded=False, keep_bytes=False))[0]
     took["floor commit"] -= took["index rows"]  # commit_slice builds the rows itself
-    rows = [_index_rows(qk, s.items) for s in slices]
+    rows = [index_rows(qk, s.items) for s in slices]
     env = lmdb.open(str(work / f"bare-{queue}"), map_size=1 << 30, max_dbs=16)
     dbs = {name: env.open_db(name.encode()) for name in rows[0]}
     started = time.perf_counter()

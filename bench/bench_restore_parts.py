@@ -25,8 +25,8 @@ from bench_archive import folded_bucket
 from bench_fold_parts import parts_main, step_rows
 
 from echomq.archive import Floor, restore
-from echomq.archive.floor import _index_rows
-from echomq.archive.floor_state import _qk
+from echomq.archive.floor_rows import index_rows
+from echomq.archive.floor_state import queue_key
 from echomq.archive.quiet_gc import quiet_gc
 from echomq.archive.remote import S3Remote
 from echomq.archive.slices import decode_slice
@@ -48,13 +48,13 @@ def one_run(remote: S3Remote, queue: str, work: Path, entries: int) -> dict[str,
         spent, data = _timed(lambda ref=ref: remote._get_bytes(ref.name))
         took["download"] += spent
         blobs.append((ref, data))
-    qk = _qk(queue)
+    qk = queue_key(queue)
     with Floor(work / f"parts-{uuid.uuid4().hex[:8]}", map_size=1 << 30) as floor:
         for ref, data in blobs:  # one slice at a time, dropped after, as a restore does
             spent, content = _timed(lambda ref=ref, data=data: decode_slice(data, ref))
             took["decode"] += spent
             with quiet_gc():  # as in the restore's commits
-                took["index rows"] += _timed(lambda c=content: _index_rows(qk, c.items))[0]
+                took["index rows"] += _timed(lambda c=content: index_rows(qk, c.items))[0]
                 took["floor commit"] += _timed(lambda c=content: floor.commit_slices(
                     [c], uploaded=True))[0]
             del content

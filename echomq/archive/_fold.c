@@ -2,7 +2,7 @@
  *
  * take()  is stream_read.read_items' inner loop: an XRANGE page into (id, fields, line)
  *         items, each line the canonical JSON of entries.entry_line, stopping at a size.
- * rows()  is floor._index_rows: the key/value pairs a slice adds to the floor's
+ * rows()  is floor_rows.index_rows: the key/value pairs a slice adds to the floor's
  *         databases.
  *
  * Only the common shape is handled here: every entry that is anything else (a field named
@@ -348,7 +348,7 @@ static int add_pair(PyObject *list, PyObject *key, PyObject *value) {
     return failed;
 }
 
-/* Whether the line holds floor.ODD_TEXT (a backslash, then u) anywhere, as the Python
+/* Whether the line holds floor_rows.ODD_TEXT (a backslash, then u) anywhere, as the Python
  * `ODD_TEXT in line` says: such an entry gets every check of malformed_reason. */
 static int has_escape(PyObject *line) {
     const char *p = PyBytes_AS_STRING(line), *end = p + PyBytes_GET_SIZE(line);
@@ -387,7 +387,7 @@ static int fast_terms(PyObject *fields, PyObject *line, Py_ssize_t max_name,
 PyDoc_STRVAR(rows_doc,
 "rows(qk, items, max_name, slow, slow_id_key)\n"
 "    -> (entries, by_job, quarantine, by_completed, by_cancelled, by_dead)\n\n"
-"floor._index_rows' pairs for (id, fields, line) items, the time runs unsorted.\n"
+"floor_rows.index_rows' pairs for (id, fields, line) items, the time runs unsorted.\n"
 "slow(fields, line) gives the (job, outcome, at) or the quarantine reason of an entry\n"
 "not of the common shape; slow_id_key(id) the key of an id not of the form ms-seq.");
 

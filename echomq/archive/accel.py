@@ -2,7 +2,7 @@
 
 The fold spends most of its time in two per-entry loops: turning an ``XRANGE`` page into
 items with their canonical lines (``stream_read.take``), and turning a slice's items into
-the floor's index rows (``floor._index_rows``). ``_fold.c`` does both for entries of the
+the floor's index rows (``floor_rows.index_rows``). ``_fold.c`` does both for entries of the
 common shape and hands every other entry to the Python code, so both paths write the same
 bytes (tests/archive/test_fold_accel.py holds them equal). It is built by ``pip install``
 where a C compiler is found; without one, or with ``ECHOMQ_PURE_PYTHON=1`` in the

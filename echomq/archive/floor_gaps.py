@@ -1,7 +1,9 @@
 """The floor's gap records: stream entries lost before the floor took them.
 
 A fold that finds a loss records it here and stops; an operator's acknowledgement
-accepts it (its count joins the accounted entries) so folds go on.
+accepts it (its count joins the accounted entries) so folds go on. The gaps live in the
+queue's state record (``floor_state``); these functions read and change them inside the
+transaction the :class:`~echomq.archive.floor.Floor` opens.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from echomq.archive.floor_state import FloorState
+from echomq.archive.floor_state import load, save
 from echomq.archive.lmdbstore import Dbs, Txn
 from echomq.archive.stream_ids import ZERO_ID, id_key
 
@@ -63,69 +65,57 @@ class GapBaseline:
     acknowledged_upto: str
 
 
-class GapLedger(FloorState):
-    """The gap records and the accounted count of a floor (mixed into :class:`Floor`)."""
+def baseline(state: dict[str, Any]) -> GapBaseline:
+    """What the queue's state says the stream is compared against."""
+    acked = [g["upto"] for g in state.get("gaps", ()) if g.get("acknowledged_at")]
+    upto = max(acked, key=id_key, default=ZERO_ID)
+    return GapBaseline(str(state["checkpoint"]), state["accounted"], upto)
 
-    def gap_baseline(self, queue: str) -> GapBaseline:
-        with self._read() as (txn, dbs):
-            state = self._state(txn, dbs, queue)
-        acked = [g["upto"] for g in state.get("gaps", ()) if g.get("acknowledged_at")]
-        upto = max(acked, key=id_key, default=ZERO_ID)
-        return GapBaseline(str(state["checkpoint"]), state["accounted"], upto)
 
-    def anchor_accounted(self, queue: str, checkpoint: str, accounted: int) -> None:
-        """Set an unknown count, measured by the driver while the checkpoint held still."""
-        def txn_fn(txn: Txn, dbs: Dbs) -> None:
-            state = self._state(txn, dbs, queue)
-            if state["accounted"] is None and state["checkpoint"] == checkpoint:
-                state["accounted"] = accounted
-                self._save(txn, dbs, queue, state)
+def listed(state: dict[str, Any], queue: str) -> list[Gap]:
+    """Every loss recorded in the queue's state, acknowledged or not, oldest first."""
+    return [_gap(queue, g) for g in state.get("gaps", ())]
 
-        self._write(txn_fn)
 
-    def record_gap(self, queue: str, after: str, upto: str, count: int | None) -> Gap:
-        """Remember a loss found by a fold (an open gap at the same checkpoint is updated)."""
-        def txn_fn(txn: Txn, dbs: Dbs) -> Gap:
-            state = self._state(txn, dbs, queue)
-            gaps: list[dict[str, Any]] = state.setdefault("gaps", [])
-            row = next((g for g in gaps if g["after"] == after and not g["acknowledged_at"]),
-                       None)
-            if row is None:
-                row = {"after": after, "found_at": int(time.time() * 1000),
-                       "acknowledged_at": None, "acknowledged_by": None, "note": ""}
-                gaps.append(row)
-            row.update(upto=upto, count=count)
-            self._save(txn, dbs, queue, state)
-            return _gap(queue, row)
+def anchor(txn: Txn, dbs: Dbs, *, queue: str, checkpoint: str, accounted: int) -> None:
+    """Set an unknown accounted count, if the checkpoint is still where it was measured."""
+    state = load(txn, dbs, queue)
+    if state["accounted"] is None and state["checkpoint"] == checkpoint:
+        state["accounted"] = accounted
+        save(txn, dbs, queue, state)
 
-        return self._write(txn_fn)
 
-    def acknowledge_gaps(self, queue: str, by: str, note: str = "") -> list[Gap]:
-        """Accept every open gap of ``queue`` as lost, so folds go on; returns them.
+def record(txn: Txn, dbs: Dbs, *, queue: str, after: str, upto: str, count: int | None
+           ) -> Gap:
+    """Remember a loss (an open gap at the same checkpoint is updated, not repeated)."""
+    state = load(txn, dbs, queue)
+    gaps: list[dict[str, Any]] = state.setdefault("gaps", [])
+    row = next((g for g in gaps if g["after"] == after and not g["acknowledged_at"]), None)
+    if row is None:
+        row = {"after": after, "found_at": int(time.time() * 1000),
+               "acknowledged_at": None, "acknowledged_by": None, "note": ""}
+        gaps.append(row)
+    row.update(upto=upto, count=count)
+    save(txn, dbs, queue, state)
+    return _gap(queue, row)
 
-        The count of each joins the floor's accounted entries, so the same loss is not
-        found again; the record stays, with who acknowledged it and when."""
-        def txn_fn(txn: Txn, dbs: Dbs) -> list[Gap]:
-            state = self._state(txn, dbs, queue)
-            now = int(time.time() * 1000)
-            done = []
-            for row in state.get("gaps", ()):
-                if row["acknowledged_at"]:
-                    continue
-                row.update(acknowledged_at=now, acknowledged_by=by, note=note)
-                if state["accounted"] is not None and row["count"] is not None:
-                    state["accounted"] += row["count"]
-                done.append(_gap(queue, row))
-            if done:
-                self._save(txn, dbs, queue, state)
-            return done
 
-        return self._write(txn_fn)
-
-    def gaps(self, queue: str) -> list[Gap]:
-        """Every loss recorded for ``queue``, acknowledged or not, oldest first."""
-        with self._read() as (txn, dbs):
-            return [_gap(queue, g) for g in self._state(txn, dbs, queue).get("gaps", ())]
+def acknowledge(txn: Txn, dbs: Dbs, *, queue: str, by: str, note: str) -> list[Gap]:
+    """Accept every open gap as lost: each one's count joins the accounted entries, so
+    the same loss is not found again; the record stays, with who and when."""
+    state = load(txn, dbs, queue)
+    now = int(time.time() * 1000)
+    done = []
+    for row in state.get("gaps", ()):
+        if row["acknowledged_at"]:
+            continue
+        row.update(acknowledged_at=now, acknowledged_by=by, note=note)
+        if state["accounted"] is not None and row["count"] is not None:
+            state["accounted"] += row["count"]
+        done.append(_gap(queue, row))
+    if done:
+        save(txn, dbs, queue, state)
+    return done
 
 
 def _gap(queue: str, row: dict[str, Any]) -> Gap:

@@ -14,37 +14,27 @@ from __future__ import annotations
 import json
 from typing import cast
 
-from echomq.archive.floor_state import FloorState, _qk
-from echomq.archive.lmdbstore import Dbs, Txn
+from echomq.archive.floor_state import load, queue_key, save
+from echomq.archive.lmdbstore import Dbs, Txn, scan
 from echomq.archive.slices import SliceMeta
 
 
-class PendingRebase(FloorState):
-    """Dropping a queue's unuploaded slices (mixed into :class:`~echomq.archive.Floor`)."""
-
-    def drop_pending(self, queue: str) -> int:
-        """Forget every slice of ``queue`` not yet uploaded, in one transaction, and move
-        the checkpoint back to the start of the first; returns how many went. Only the
-        driver holding the fold lease calls it, before it pulls the remote's slices over
-        the same range."""
-        qk = _qk(queue)
-
-        def txn_fn(txn: Txn, dbs: Dbs) -> int:
-            keys = [key for key, _ in self._scan(txn, dbs["pending"], qk)]
-            if not keys:
-                return 0
-            metas = [SliceMeta.from_json(json.loads(cast(bytes, txn.get(k, db=dbs["slices"]))))
-                     for k in keys]
-            for key in keys:
-                txn.delete(key, db=dbs["pending"])
-                txn.delete(key, db=dbs["slices"])
-            state = self._state(txn, dbs, queue)
-            state["pending"] -= len(keys)
-            state["slices"] -= len(keys)
-            if state["accounted"] is not None:  # the pulled slices count these again
-                state["accounted"] -= sum(m.count for m in metas)
-            state["checkpoint"] = metas[0].prev
-            self._save(txn, dbs, queue, state)
-            return len(keys)
-
-        return self._write(txn_fn)
+def drop_pending(txn: Txn, dbs: Dbs, queue: str) -> int:
+    """Forget every slice of ``queue`` not yet uploaded and move the checkpoint back to
+    the start of the first; returns how many went."""
+    keys = [key for key, _ in scan(txn, dbs["pending"], queue_key(queue))]
+    if not keys:
+        return 0
+    metas = [SliceMeta.from_json(json.loads(cast(bytes, txn.get(k, db=dbs["slices"]))))
+             for k in keys]
+    for key in keys:
+        txn.delete(key, db=dbs["pending"])
+        txn.delete(key, db=dbs["slices"])
+    state = load(txn, dbs, queue)
+    state["pending"] -= len(keys)
+    state["slices"] -= len(keys)
+    if state["accounted"] is not None:  # the pulled slices count these again
+        state["accounted"] -= sum(m.count for m in metas)
+    state["checkpoint"] = metas[0].prev
+    save(txn, dbs, queue, state)
+    return len(keys)

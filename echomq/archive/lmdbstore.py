@@ -157,6 +157,11 @@ class LmdbStore:
     def env(self) -> lmdb.Environment:
         return self._s.env
 
+    @property
+    def dbs(self) -> Dbs:
+        """The named sub-databases, by name."""
+        return self._s.dbs
+
     def check_in_place(self) -> None:
         """Raise :class:`FloorError` when the floor's data file is no longer the one this
         process opened (its folder removed, moved or replaced while open): writes would go
@@ -184,7 +189,8 @@ class LmdbStore:
         self.close()
 
     @contextmanager
-    def _read(self) -> Iterator[tuple[lmdb.Transaction, dict[str, Any]]]:
+    def read(self) -> Iterator[tuple[lmdb.Transaction, dict[str, Any]]]:
+        """A read snapshot (MVCC: never blocks the writer) and the sub-databases."""
         s = self._s
         with s.idle:
             s.readers += 1
@@ -203,7 +209,7 @@ class LmdbStore:
                 s.readers -= 1
                 s.idle.notify_all()
 
-    def _write(self, fn: Callable[[lmdb.Transaction, dict[str, Any]], T]) -> T:
+    def write(self, fn: Callable[[lmdb.Transaction, dict[str, Any]], T]) -> T:
         """Run ``fn`` in one write transaction, growing the map until it fits."""
         s = self._s
         with s.write_lock:
@@ -237,21 +243,22 @@ class LmdbStore:
                 raise _lmdb_failure(self.path, "growing the map", exc) from exc
         self.grows += 1
 
-    @staticmethod
-    def _scan(txn: lmdb.Transaction, db: Any, prefix: bytes, start: bytes | None = None
-              ) -> Iterator[tuple[bytes, bytes]]:
-        """Key/value pairs whose key starts with ``prefix``, from ``start`` on, in order."""
-        cur = txn.cursor(db=db)
-        if not cur.set_range(start or prefix):
-            return
-        for key, value in cur:
-            if not cast(bytes, key).startswith(prefix):
-                return
-            yield cast(bytes, key), cast(bytes, value)
 
-    @staticmethod
-    def _get(txn: lmdb.Transaction, db: Any, key: bytes) -> bytes:
-        value = txn.get(key, db=db)
-        if value is None:
-            raise ArchiveError(f"the floor is inconsistent: {key!r} is missing")
-        return cast(bytes, value)
+def scan(txn: lmdb.Transaction, db: Any, prefix: bytes, start: bytes | None = None
+         ) -> Iterator[tuple[bytes, bytes]]:
+    """Key/value pairs whose key starts with ``prefix``, from ``start`` on, in order."""
+    cur = txn.cursor(db=db)
+    if not cur.set_range(start or prefix):
+        return
+    for key, value in cur:
+        if not cast(bytes, key).startswith(prefix):
+            return
+        yield cast(bytes, key), cast(bytes, value)
+
+
+def must_get(txn: lmdb.Transaction, db: Any, key: bytes) -> bytes:
+    """The value at ``key``, which the floor's own records say is there."""
+    value = txn.get(key, db=db)
+    if value is None:
+        raise ArchiveError(f"the floor is inconsistent: {key!r} is missing")
+    return cast(bytes, value)

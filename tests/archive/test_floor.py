@@ -138,7 +138,7 @@ def test_readers_never_block_the_writer(floor: Floor) -> None:
         with floor.env.begin() as txn:  # a long-lived read snapshot
             snapshot_open.set()
             release.wait(5)
-            seen.append(txn.stat(floor._s.dbs["entries"])["entries"])
+            seen.append(txn.stat(floor.store.dbs["entries"])["entries"])
 
     thread = threading.Thread(target=reader)
     thread.start()

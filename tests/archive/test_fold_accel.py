@@ -24,8 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from echomq.archive import Driver, Floor, accel, declare, floor, stream_read
-from echomq.archive.floor import _index_rows_py
+from echomq.archive import Driver, Floor, accel, declare, floor_rows, stream_read
 from echomq.archive.slices import RawItem
 from echomq.errors import InvalidKey
 from echomq.queue.keys import MAX_NAME_LENGTH, check_name
@@ -124,8 +123,8 @@ def test_rows_are_the_pairs_of_the_python_path(raw: list[Any]) -> None:
         if made[0] == "ok":
             items.append(made[1])
     qk = b"q\x00"
-    fast = outcome_of(lambda: floor._index_rows(qk, items))
-    slow = outcome_of(lambda: _index_rows_py(qk, items))
+    fast = outcome_of(lambda: floor_rows.index_rows(qk, items))
+    slow = outcome_of(lambda: floor_rows.index_rows_py(qk, items))
     assert fast == slow
 
 
@@ -203,7 +202,7 @@ def test_a_fold_writes_the_same_floor_with_and_without_it(
             with f.env.begin() as txn:
                 rows = {name: [(k.replace(queue.encode(), b"Q"), v)
                                for k, v in txn.cursor(db=db) if not k.startswith(b"\x00")]
-                        for name, db in f._s.dbs.items() if name not in ("slices", "queues")}
+                        for name, db in f.store.dbs.items() if name not in ("slices", "queues")}
             status = f.status(queue).to_dict()
             status.pop("queue")
             rows["status"] = sorted(status.items())
