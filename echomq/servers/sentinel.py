@@ -195,11 +195,32 @@ class LocalSentinel(Deployment):
         """The running data node that says it is a replica now."""
         return self._with_role("slave")
 
-    def wait_promoted(self, server: EmbeddedValkey, timeout_s: float = READY_TIMEOUT_S
+    def wait_promoted(self, server: EmbeddedValkey, timeout_s: float | None = None
                       ) -> None:
-        """Until ``server`` is the primary and the sentinels name it (after a failover)."""
-        self._poll(lambda: self._names(server), timeout_s,
-                   f"{server.where()} was not promoted in time")
+        """Until ``server`` is the primary and the sentinels name it (after a failover).
+
+        A failover whose election splits is retried by the sentinels only after twice
+        ``failover_timeout_ms``, so the default wait leaves room for two retries; when
+        it still gives up, the error carries the sentinels' own account of events."""
+        if timeout_s is None:
+            timeout_s = max(READY_TIMEOUT_S, 6 * self.failover_timeout_ms / 1000)
+        try:
+            self._poll(lambda: self._names(server), timeout_s,
+                       f"{server.where()} was not promoted in {timeout_s:.0f} s")
+        except ConnectionFailed as exc:
+            raise ConnectionFailed(f"{exc}\n{self._sentinel_events()}") from None
+
+    def _sentinel_events(self, lines: int = 15) -> str:
+        """The last ``lines`` of each sentinel's log (elections, votes, refusals)."""
+        parts = []
+        for i, sentinel in enumerate(self.sentinels):
+            log = sentinel.data_dir / "sentinel.log"
+            try:
+                tail = log.read_text(errors="replace").splitlines()[-lines:]
+            except OSError as exc:
+                tail = [f"(no log: {exc})"]
+            parts.append("\n".join([f"sentinel {i} ({sentinel.where()}):", *tail]))
+        return "\n".join(parts)
 
     def _names(self, server: EmbeddedValkey) -> bool:
         if self.primary() is not server:

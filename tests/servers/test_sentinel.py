@@ -45,6 +45,22 @@ def test_the_local_sentinel_watches_one_primary_and_its_replica(
     assert sentinel.url.endswith("/echomq/0")
 
 
+def test_a_failover_that_does_not_come_says_what_the_sentinels_saw(
+        sentinel: LocalSentinel) -> None:
+    """Waiting for a promotion that never happens fails with each sentinel's log, so a
+    failover that stalls in CI can be told apart from one that was merely slow."""
+    replica = sentinel.replica()
+    assert replica is not None
+    with pytest.raises(echomq.ConnectionFailed) as failed:
+        sentinel.wait_promoted(replica, timeout_s=0.3)
+    message = str(failed.value)
+    assert f"{replica.where()} was not promoted in 0 s" in message
+    for watcher in sentinel.sentinels:
+        assert f"({watcher.where()}):" in message
+        last_line = (watcher.data_dir / "sentinel.log").read_text().splitlines()[-1]
+        assert last_line in message
+
+
 @pytest.mark.parametrize("executor", EXECUTORS)
 @pytest.mark.parametrize("scheme", ["redis+sentinel", "valkey+sentinel"])
 def test_connect_by_the_sentinel_url_runs_jobs(
