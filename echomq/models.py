@@ -24,6 +24,8 @@ class ClaimedJob:
     token: int
     payload: Any
     lease_deadline_ms: int
+    name: str | None = None
+    """The job's name (``add(name=)``): the task a worker routes it to."""
 
     @property
     def attempts(self) -> int:

@@ -30,5 +30,5 @@ def claim(
     if not flat:
         return []
     deadline = int(flat[0])
-    return [ClaimedJob(job_id, token, json.loads(raw), deadline)
-            for job_id, token, raw in transitions.claimed(flat)]
+    return [ClaimedJob(job_id, token, json.loads(raw), deadline, name or None)
+            for job_id, token, raw, name in transitions.claimed(flat)]

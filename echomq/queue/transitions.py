@@ -127,10 +127,12 @@ def claim_call(keys: Keys, lease_ms: int, count: int) -> Call:
     return ("claim", [keys.pending, keys.scheduled, keys.active], [keys.base, lease_ms, count])
 
 
-def claimed(flat: Sequence[Any]) -> list[tuple[str, int, str]]:
-    """claim's flat reply (the lease deadline, then id, token, payload per job) as
-    ``(id, token, raw payload)`` triples; the payload stays JSON text."""
-    return [(flat[i], int(flat[i + 1]), flat[i + 2]) for i in range(1, len(flat), 3)]
+def claimed(flat: Sequence[Any]) -> list[tuple[str, int, str, str]]:
+    """claim's flat reply (the lease deadline, then id, token, payload, name per job) as
+    ``(id, token, raw payload, name)``; the payload stays JSON text, a job with no name
+    has ``""``."""
+    return [(flat[i], int(flat[i + 1]), flat[i + 2], flat[i + 3])
+            for i in range(1, len(flat), 4)]
 
 
 # -- complete -----------------------------------------------------------------------

@@ -66,7 +66,7 @@ class ClaimLoop:
                     with traced.claim(self.keys.queue) as span:
                         flat = self.conn.executor.run(*call)
                         span.set_attribute("messaging.batch.message_count",
-                                           (len(flat) - 1) // 3 if flat else 0)
+                                           (len(flat) - 1) // 4 if flat else 0)
             except (ConnectionFailed, redis.RedisError) as exc:
                 failures += 1
                 delay = min(5.0, 0.1 * 2**failures)
@@ -109,8 +109,8 @@ class ClaimLoop:
         self._job_seconds += (seconds - self._job_seconds) * 0.2
 
     def _dispatch(self, flat: list[Any], deadline: float) -> None:
-        jobs = [JobContext(self.conn, self.keys.queue, job_id, token, raw, self.lease_ms)
-                for job_id, token, raw in transitions.claimed(flat)]
+        jobs = [JobContext(self.conn, self.keys.queue, job_id, token, raw, self.lease_ms, name)
+                for job_id, token, raw, name in transitions.claimed(flat)]
         for job in jobs:
             job.deadline = deadline
         if tracing.current() is not None:

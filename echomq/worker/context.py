@@ -29,15 +29,18 @@ class JobContext:
     """The ``job`` a handler receives."""
 
     __slots__ = (
-        "id", "attempts", "cancel_token", "queue", "finished", "started", "done", "deadline",
-        "_conn", "_lease_ms", "_raw", "_payload", "traceparent", "span",
+        "id", "name", "attempts", "cancel_token", "queue", "finished", "started", "done",
+        "deadline", "_conn", "_lease_ms", "_raw", "_payload", "_row", "traceparent", "span",
     )
 
     def __init__(
         self, conn: Connection, queue: str, job_id: str, token: int, raw_payload: str,
-        lease_ms: int,
+        lease_ms: int, name: str = "",
     ) -> None:
         self.id = job_id
+        self.name: str | None = name or None
+        """The job's name (``add(name=)``; a task's name): None when it was added without."""
+        self._row: tuple[int, int | None] | None = None
         self._raw = raw_payload
         self._payload: Any = _UNDECODED
         self.attempts = token
@@ -65,6 +68,25 @@ class JobContext:
         if self._payload is _UNDECODED:
             self._payload = json.loads(self._raw)
         return self._payload
+
+    @property
+    def max_attempts(self) -> int:
+        """How many tries the job has in all (read from its row on first use)."""
+        return self._read_row()[0]
+
+    @property
+    def created_at(self) -> int | None:
+        """When the job was added, in ms since the epoch on the server's clock (read
+        from its row on first use)."""
+        return self._read_row()[1]
+
+    def _read_row(self) -> tuple[int, int | None]:
+        """The row's fields a claim does not carry: one round trip, on first use only."""
+        if self._row is None:
+            found = self._conn.redis.hmget(self._conn.keys(self.queue).job(self.id),
+                                           ["max_attempts", "created_at"])
+            self._row = (int(found[0] or 0), int(found[1]) if found[1] else None)
+        return self._row
 
     @property
     def token(self) -> int:

@@ -1,8 +1,9 @@
 --[[ claim: promote due scheduled jobs, then take up to `count` jobs under a lease.
   KEYS[1] pending   KEYS[2] scheduled   KEYS[3] active
   ARGV[1] queue base   ARGV[2] lease ms   ARGV[3] count (at most 1000)
-  Returns: a flat list: the lease deadline (ms, server clock), then 3 entries per job:
-    id, token (the new attempts), payload
+  Returns: a flat list: the lease deadline (ms, server clock), then 4 entries per job:
+    id, token (the new attempts), payload, name ('' when the job has none: a worker
+    routes each job to the task registered under its name)
   Ungrouped jobs and the ring's groups take turns; groups take turns in the ring.
   A lane this call empties leaves `groups` in this call (emq_lane_left, _lib.lua).
   A paused queue (meta field `paused`, pause-1.lua) promotes due jobs, then answers {}.
@@ -84,9 +85,11 @@ for _, id in ipairs(ids) do
   else
     redis.call('HSET', jk, 'state', 'active', 'claimed_at', now)
   end
+  local body = redis.call('HMGET', jk, 'payload', 'name')
   out[#out + 1] = id
   out[#out + 1] = att
   -- a skeleton row (a ghost the scripted sweep recovered) has no payload: JSON null
-  out[#out + 1] = redis.call('HGET', jk, 'payload') or 'null'
+  out[#out + 1] = body[1] or 'null'
+  out[#out + 1] = body[2] or ''
 end
 return out
