@@ -53,3 +53,20 @@ def error_text(error: BaseException | str) -> str:
         last = frames[-1]
         message += f"\n  at {last.filename}:{last.lineno} in {last.name}"
     return message[-2000:]
+
+
+ATTEMPT_TRACEBACK_LIMIT = 8 * 1024
+"""Bytes of traceback one failed attempt keeps on the row (its last ones)."""
+
+
+def attempt_error(exc: BaseException, limit: int = ATTEMPT_TRACEBACK_LIMIT) -> str:
+    """One failed attempt's record as JSON text: the exception's type, message and the
+    last ``limit`` bytes of its full traceback (the ``fail`` script adds when and which
+    attempt)."""
+    try:
+        message, formatted = str(exc), "".join(traceback.format_exception(exc))
+    except Exception as problem:  # noqa: BLE001 - a user's __str__ may raise anything
+        message = formatted = f"<{type(exc).__qualname__}: unprintable: {problem!r}>"
+    tail = formatted.encode()[-limit:].decode(errors="ignore")
+    return json.dumps({"type": type(exc).__qualname__, "message": message[:limit],
+                       "traceback": tail}, separators=(",", ":"))

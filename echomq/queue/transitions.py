@@ -159,13 +159,20 @@ def completed(job_ids: Sequence[str], reply: Any) -> list[EchoMQError | None]:
 
 def fail_call(
     keys: Keys, job_id: str, token: int, error: str, *, backoff_ms: int, backoff_cap_ms: int,
-    record: bool = False, retry: bool = True,
+    record: bool = False, retry: bool = True, delay_ms: int | None = None,
+    jitter: float | None = None, error_entry: str | None = None,
 ) -> Call:
-    """fail-3.lua for one job: retry after a backoff, or dead-letter (``retry=False``: at once)."""
+    """fail-3.lua for one job: retry after a backoff, or dead-letter (``retry=False``: at once).
+
+    ``delay_ms`` replaces the exponential backoff; ``jitter`` (a draw in [0, 1]) scales
+    it; ``error_entry`` (JSON) joins the row's history of attempt errors."""
     keys.job(job_id)  # the gate, before the wire
-    return ("fail", [keys.active, keys.scheduled, keys.dead],
-            [keys.base, job_id, token, error, backoff_ms, backoff_cap_ms,
-             "1" if record else "0", "0" if retry else "1"])
+    args: list[str | int] = [keys.base, job_id, token, error, backoff_ms, backoff_cap_ms,
+                             "1" if record else "0", "0" if retry else "1"]
+    if delay_ms is not None or jitter is not None or error_entry is not None:
+        args += ["" if delay_ms is None else delay_ms,
+                 "" if jitter is None else repr(jitter), error_entry or ""]
+    return ("fail", [keys.active, keys.scheduled, keys.dead], args)
 
 
 def failed(reply: Any, job_id: str) -> FailVerdict | BaseException:

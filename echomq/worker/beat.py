@@ -23,10 +23,10 @@ from echomq.jobs.lease import reap
 from echomq.jobs.stalled import sweep_stalled
 from echomq.queue import transitions
 from echomq.queue.connection import Connection
-from echomq.queue.keys import Keys
 from echomq.queue.transitions import LEASE_LOST
 from echomq.worker.context import JobContext
 from echomq.worker.held import Held
+from echomq.worker.queues import QueuePlan
 
 log = logging.getLogger("echomq.consumer")
 
@@ -37,11 +37,11 @@ class Beat:
     """Lease renewal and recovery for one Consumer, on its own thread."""
 
     def __init__(
-        self, conn: Connection, keys: Keys, held: Held, *, lease_ms: int, auto_extend: bool,
-        recovery: Recovery, max_stalled: int,
+        self, conn: Connection, plan: QueuePlan, held: Held, *, lease_ms: int,
+        auto_extend: bool, recovery: Recovery, max_stalled: int,
     ) -> None:
         self.conn = conn
-        self.keys = keys
+        self.plan = plan
         self.held = held
         self.lease_ms = lease_ms
         self.auto_extend = auto_extend
@@ -59,17 +59,19 @@ class Beat:
                 return
 
     def beat(self) -> None:
-        """One beat: renew, then recover."""
+        """One beat: renew, then recover each queue."""
         self.renew_held()
-        if self.recovery == "stalled":
-            sweep = sweep_stalled(self.conn, self.keys.queue, self.max_stalled)
-            if sweep.recovered or sweep.dead:
-                log.info("stalled sweep: recovered %s, dead-lettered %s",
-                         sweep.recovered, sweep.dead)
-        else:
-            back = reap(self.conn, self.keys.queue)
-            if back:
-                log.info("reaped %d lapsed lease(s): %s", len(back), json.dumps(back))
+        for queue in self.plan.names:
+            if self.recovery == "stalled":
+                sweep = sweep_stalled(self.conn, queue, self.max_stalled)
+                if sweep.recovered or sweep.dead:
+                    log.info("stalled sweep of %r: recovered %s, dead-lettered %s",
+                             queue, sweep.recovered, sweep.dead)
+            else:
+                back = reap(self.conn, queue)
+                if back:
+                    log.info("reaped %d lapsed lease(s) of %r: %s", len(back), queue,
+                             json.dumps(back))
 
     def renew_held(self) -> None:
         """Renew every buffered lease (and, with ``auto_extend``, every running one) in
@@ -80,7 +82,8 @@ class Beat:
             if not jobs:
                 return
             sent = time.monotonic()
-            calls = [transitions.extend_call(self.keys, j.id, j.token, self.lease_ms)
+            keys = self.plan.by_name
+            calls = [transitions.extend_call(keys[j.queue], j.id, j.token, self.lease_ms)
                      for j in jobs]
             replies = self.conn.executor.run_many(calls)
             lost = [j for j, reply in zip(jobs, replies, strict=True)

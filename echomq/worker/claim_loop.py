@@ -1,6 +1,9 @@
 """The claim loop: take a batch (ONE round trip) whenever enough slots are free.
 
-Claimed jobs go into the Consumer's ``Held`` ledger and onto the buffer the
+Over several queues, a round asks them in the order the ``QueuePlan`` gives (strict
+priority, or weighted shares) until the free slots are filled, one claim call per queue
+asked; a round that finds every queue empty parks until an add wakes it or a scheduled
+job falls due. Claimed jobs go into the Consumer's ``Held`` ledger and onto the buffer the
 handler threads read. With ``prefetch=None`` the buffer adapts to the observed
 handler time, so many short jobs get deep buffers and batched round trips and
 long ones get shallow buffers whose leases do not lapse before they run.
@@ -24,6 +27,7 @@ from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
 from echomq.worker.context import JobContext
 from echomq.worker.held import Held
+from echomq.worker.queues import QueuePlan
 
 log = logging.getLogger("echomq.consumer")
 
@@ -32,11 +36,12 @@ class ClaimLoop:
     """Claims for one Consumer; runs on the thread that called ``Consumer.run``."""
 
     def __init__(
-        self, conn: Connection, keys: Keys, held: Held, work: stdlib_queue.SimpleQueue[Any], *,
-        concurrency: int, lease_ms: int, batch_size: int, prefetch: int | None, poll_s: float,
+        self, conn: Connection, plan: QueuePlan, held: Held,
+        work: stdlib_queue.SimpleQueue[Any], *, concurrency: int, lease_ms: int,
+        batch_size: int, prefetch: int | None, poll_s: float,
     ) -> None:
         self.conn = conn
-        self.keys = keys
+        self.plan = plan
         self.held = held
         self.work = work
         self.concurrency = concurrency
@@ -49,24 +54,15 @@ class ClaimLoop:
         self._job_seconds = lease_ms / 1000  # a running estimate; pessimistic at first
 
     def run(self, stop: threading.Event) -> None:
-        """Claim a batch whenever enough slots are free; park while the queue is empty."""
+        """Claim a batch whenever enough slots are free; park while every queue is empty."""
         failures = 0
         while not stop.is_set():
             want = self._room(stop)
             if stop.is_set():
                 return
             self.wake.clear()  # an add from here on wakes the idle wait below
-            sent = time.monotonic()
             try:
-                call = transitions.claim_call(self.keys, self.lease_ms, want)
-                traced = tracing.current()
-                if traced is None:
-                    flat = self.conn.executor.run(*call)
-                else:
-                    with traced.claim(self.keys.queue) as span:
-                        flat = self.conn.executor.run(*call)
-                        span.set_attribute("messaging.batch.message_count",
-                                           (len(flat) - 1) // 4 if flat else 0)
+                got = self._claim_round(want)
             except (ConnectionFailed, redis.RedisError) as exc:
                 failures += 1
                 delay = min(5.0, 0.1 * 2**failures)
@@ -74,10 +70,31 @@ class ClaimLoop:
                 stop.wait(delay)
                 continue
             failures = 0
-            if flat:
-                self._dispatch(flat, sent + self.lease_ms / 1000)
-            else:
+            if not got:
                 self.wake.wait(self._idle_wait())
+
+    def _claim_round(self, want: int) -> int:
+        """Ask the plan's queues in order until ``want`` jobs are claimed; how many were."""
+        got = 0
+        for keys in self.plan.round():
+            sent = time.monotonic()
+            flat = self._claim(keys, want - got)
+            if flat:
+                got += self._dispatch(keys.queue, flat, sent + self.lease_ms / 1000)
+                if got >= want:
+                    break
+        return got
+
+    def _claim(self, keys: Keys, count: int) -> Any:
+        call = transitions.claim_call(keys, self.lease_ms, count)
+        traced = tracing.current()
+        if traced is None:
+            return self.conn.executor.run(*call)
+        with traced.claim(keys.queue) as span:
+            flat = self.conn.executor.run(*call)
+            span.set_attribute("messaging.batch.message_count",
+                               (len(flat) - 1) // 4 if flat else 0)
+            return flat
 
     def _room(self, stop: threading.Event) -> int:
         """Wait until enough slots are free to keep claims batched; how many to claim."""
@@ -108,8 +125,8 @@ class ClaimLoop:
         """Fold one handler run time into the estimate (a moving average)."""
         self._job_seconds += (seconds - self._job_seconds) * 0.2
 
-    def _dispatch(self, flat: list[Any], deadline: float) -> None:
-        jobs = [JobContext(self.conn, self.keys.queue, job_id, token, raw, self.lease_ms, name)
+    def _dispatch(self, queue: str, flat: list[Any], deadline: float) -> int:
+        jobs = [JobContext(self.conn, queue, job_id, token, raw, self.lease_ms, name)
                 for job_id, token, raw, name in transitions.claimed(flat)]
         for job in jobs:
             job.deadline = deadline
@@ -118,12 +135,13 @@ class ClaimLoop:
         self.held.add(jobs)
         for job in jobs:
             self.work.put(job)
+        return len(jobs)
 
     def _trace_contexts(self, jobs: list[JobContext]) -> None:
         """The producers' trace contexts of a claimed batch (one round trip; tracing on)."""
         pipe = self.conn.redis.pipeline(transaction=False)
         for job in jobs:
-            pipe.hget(self.keys.job(job.id), "traceparent")
+            pipe.hget(self.plan.by_name[job.queue].job(job.id), "traceparent")
         try:
             found = pipe.execute()
         except redis.RedisError as exc:  # the jobs still run, as roots of their traces
@@ -134,19 +152,27 @@ class ClaimLoop:
 
     def _idle_wait(self) -> float:
         """How long to park with nothing to do: the poll interval, or less when a
-        scheduled job falls due sooner (an add wakes us earlier through pub/sub)."""
+        scheduled job of any queue falls due sooner (an add wakes us earlier through
+        pub/sub)."""
         try:
-            if self.conn.cluster:  # a Cluster pipeline has no keyless TIME: ask the slot's node
-                first = self.conn.redis.zrange(self.keys.scheduled, 0, 0, withscores=True)
-                secs, micros = slot_time(self.conn.redis, self.keys.scheduled)
-            else:
-                pipe = self.conn.redis.pipeline(transaction=False)
-                pipe.zrange(self.keys.scheduled, 0, 0, withscores=True)
-                pipe.time()
-                first, (secs, micros) = pipe.execute()
+            firsts, now_ms = self._first_due()
         except redis.RedisError:
             return self.poll_s
-        if not first:
+        due = [float(first[0][1]) for first in firsts if first]
+        if not due:
             return self.poll_s
-        due_in = (float(first[0][1]) - (int(secs) * 1000 + int(micros) // 1000)) / 1000
-        return max(0.005, min(self.poll_s, due_in))
+        return max(0.005, min(self.poll_s, (min(due) - now_ms) / 1000))
+
+    def _first_due(self) -> tuple[list[Any], int]:
+        """The first scheduled member of each queue, and the server's clock in ms."""
+        if self.conn.cluster:  # a Cluster pipeline has no keyless TIME: ask a slot's node
+            firsts = [self.conn.redis.zrange(k.scheduled, 0, 0, withscores=True)
+                      for k in self.plan.keys]
+            secs, micros = slot_time(self.conn.redis, self.plan.keys[0].scheduled)
+        else:
+            pipe = self.conn.redis.pipeline(transaction=False)
+            for k in self.plan.keys:
+                pipe.zrange(k.scheduled, 0, 0, withscores=True)
+            pipe.time()
+            *firsts, (secs, micros) = pipe.execute()
+        return firsts, int(secs) * 1000 + int(micros) // 1000

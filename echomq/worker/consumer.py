@@ -1,5 +1,6 @@
 """The Consumer: a worker that claims in batches, runs handlers on threads and
-settles in batches, with cooperative cancel, checkpoints, recovery and recording.
+settles in batches, with cooperative cancel, checkpoints, recovery and recording,
+over one queue or several (strict priority or weighted shares: ``queues.py``).
 
 The claim loop takes a batch (ONE round trip) whenever enough slots are free;
 handlers run on ``concurrency`` threads; the settler settles what they finish,
@@ -25,27 +26,25 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from time import perf_counter
 from typing import Any
 
 import redis
 
-from echomq import tracing
-from echomq.errors import ConnectionFailed, ConsumerCrashed, EchoMQError, InvalidArgument
-from echomq.jobs.lease import extend_lock
+from echomq.errors import ConnectionFailed, ConsumerCrashed, InvalidArgument
 from echomq.jobs.settle import DEFAULT_BACKOFF_CAP_MS, DEFAULT_BACKOFF_MS, KEEP_ALL
 from echomq.jobs.stalled import DEFAULT_MAX_STALLED
 from echomq.jobs.texts import DEFAULT_RESULT_LIMIT
 from echomq.queue import validate
 from echomq.queue.claim import DEFAULT_LEASE_MS, MAX_CLAIM
 from echomq.queue.connection import Connection
-from echomq.queue.events import Event
-from echomq.queue.transitions import LEASE_LOST
 from echomq.worker.beat import Beat, Recovery
 from echomq.worker.claim_loop import ClaimLoop
-from echomq.worker.context import HandlerOutcome, JobContext, execute
+from echomq.worker.context import FailurePolicy, JobContext
 from echomq.worker.held import STOP, Held, take_unstarted
+from echomq.worker.queues import QueuePlan, QueueSpec
 from echomq.worker.settler import Settler
+from echomq.worker.slots import HandlerSlots
+from echomq.worker.subscription import Subscription
 
 log = logging.getLogger("echomq.consumer")
 
@@ -57,7 +56,8 @@ SETTLE_FLUSH_S = 5.0
 
 
 class Consumer:
-    """Process one queue until ``stop()``, SIGTERM or SIGINT.
+    """Process one queue (or several: ``queue`` as ``["a", "b"]`` for strict priority,
+    ``"a:5,b:1"`` for weighted shares) until ``stop()``, SIGTERM or SIGINT.
 
     ``durable_replicas=1`` (durable settles): every settle round trip ends with
     ``WAIT 1 durable_timeout_ms`` on the connection that carried it, so a settle counts
@@ -71,7 +71,7 @@ class Consumer:
     def __init__(
         self,
         conn: Connection,
-        queue: str,
+        queue: QueueSpec,
         handler: Handler,
         *,
         concurrency: int = 8,
@@ -93,11 +93,21 @@ class Consumer:
         durable_replicas: int = 0,
         durable_timeout_ms: int = DEFAULT_DURABLE_TIMEOUT_MS,
         on_settled: Callable[[JobContext, str], None] | None = None,
+        failure_policy: FailurePolicy | None = None,
+        log_finished: bool = False,
     ) -> None:
         self.conn = conn
-        self.keys = self.conn.keys(queue)
-        self.queue = queue
+        self.plan = QueuePlan(conn, queue)
+        self.queues = self.plan.names
+        self.queue = self.queues[0]
+        """The first (or only) queue served."""
+        if not callable(handler):
+            raise InvalidArgument(f"handler must be callable, got {handler!r}")
         self.handler = handler
+        if failure_policy is not None and not callable(failure_policy):
+            raise InvalidArgument("failure_policy must be callable")
+        self.failure_policy = failure_policy
+        self.log_finished = log_finished
         self.concurrency = validate.positive_int(concurrency, "concurrency")
         self.lease_ms = validate.positive_int(lease_ms, "lease_ms")
         if recovery not in ("reap", "stalled"):
@@ -133,26 +143,32 @@ class Consumer:
         self._stop = threading.Event()
         self._force = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._pubsub: Any = None
-        self._pubsub_thread: Any = None
         self._crashed: ConsumerCrashed | None = None
 
     def _assemble(self, keep_completed: int, backoff_ms: int, backoff_cap_ms: int) -> None:
-        """Build the parts that share the ``Held`` ledger: claim loop, settler, beat."""
-        self._held = Held(self.conn, self.queue)
+        """Build the parts that share the ``Held`` ledger: claim loop, handler slots,
+        settler, beat and the subscription that wakes the claim loop."""
+        self._held = Held(self.conn)
         self._work: stdlib_queue.SimpleQueue[Any] = stdlib_queue.SimpleQueue()
         self._claims = ClaimLoop(
-            self.conn, self.keys, self._held, self._work, concurrency=self.concurrency,
+            self.conn, self.plan, self._held, self._work, concurrency=self.concurrency,
             lease_ms=self.lease_ms, batch_size=self.batch_size, prefetch=self.prefetch,
             poll_s=self.poll_s)
         self._settler = Settler(
-            self.conn, self.keys, record=self.record, keep_completed=keep_completed,
+            self.conn, self.plan, record=self.record, keep_completed=keep_completed,
             backoff_ms=backoff_ms, backoff_cap_ms=backoff_cap_ms, held=self._held,
             on_crash=self._crash, durable_replicas=self.durable_replicas,
-            durable_timeout_ms=self.durable_timeout_ms, on_settled=self.on_settled)
-        self._beat = Beat(self.conn, self.keys, self._held, lease_ms=self.lease_ms,
+            durable_timeout_ms=self.durable_timeout_ms, on_settled=self.on_settled,
+            log_finished=self.log_finished)
+        self._slots = HandlerSlots(
+            self.conn, self.handler, self._held, self._work, lease_ms=self.lease_ms,
+            result_limit=self.result_limit, policy=self.failure_policy,
+            observe=self._claims.observe, finish=self._settler.inbox.put)
+        self._beat = Beat(self.conn, self.plan, self._held, lease_ms=self.lease_ms,
                           auto_extend=self.auto_extend, recovery=self.recovery,
                           max_stalled=self.max_stalled)
+        self._subscription = Subscription(self.conn, self.plan, self._held, self._claims.wake,
+                                          cancel=self.cancel)
 
     @property
     def processed(self) -> int:
@@ -196,7 +212,7 @@ class Consumer:
         try:
             self._claims.run(self._stop)
         except Exception as exc:
-            log.error("claim loop on %r died: %r", self.queue, exc, exc_info=exc)
+            log.error("claim loop on %s died: %r", self._described(), exc, exc_info=exc)
             raise
         finally:
             try:
@@ -239,17 +255,23 @@ class Consumer:
         self._wait_for_server()
         self._settler.start()
         for n in range(self.concurrency):
-            t = threading.Thread(target=self._guarded, args=(self._work_loop,),
+            t = threading.Thread(target=self._guarded, args=(self._slots.run,),
                                  name=f"emq-handler-{n}", daemon=True)
             t.start()
             self._threads.append(t)
-        self._subscribe()
+        self._subscription.start()
         beat = threading.Thread(target=self._guarded, name="emq-beat", daemon=True,
                                 args=(lambda: self._beat.run(self._stop, self.beat_ms),))
         beat.start()
-        log.info("consumer on %r at %s: concurrency %d, lease %d ms, recovery %s, executor %s",
-                 self.queue, self.conn.safe_url, self.concurrency, self.lease_ms, self.recovery,
-                 self.conn.executor_name)
+        log.info("consumer on %s at %s: concurrency %d, lease %d ms, recovery %s, executor %s",
+                 self._described(), self.conn.safe_url, self.concurrency, self.lease_ms,
+                 self.recovery, self.conn.executor_name)
+
+    def _described(self) -> str:
+        """The queues for log lines: ``'mail'``, or ``queues high, mail`` (``high:5, ...``)."""
+        if len(self.queues) == 1:
+            return repr(self.queue)
+        return f"queues {self.plan.describe()}"
 
     def _wait_for_server(self) -> None:
         """Declare the stream (or just reach the server), riding out a server that is
@@ -260,7 +282,8 @@ class Consumer:
                 if self.record:
                     from echomq.queue.declared import declare
 
-                    declare(self.conn, self.queue)
+                    for queue in self.queues:
+                        declare(self.conn, queue)
                 else:
                     self.conn.redis.ping()
                 return
@@ -272,8 +295,8 @@ class Consumer:
 
     def _crash(self, thread: str, exc: BaseException) -> None:
         """A thread met an exception it cannot handle: say so at ERROR and stop now."""
-        log.error("thread %s of the consumer on %r died: %r; stopping", thread, self.queue, exc,
-                  exc_info=exc)
+        log.error("thread %s of the consumer on %s died: %r; stopping", thread,
+                  self._described(), exc, exc_info=exc)
         if self._crashed is None:
             self._crashed = ConsumerCrashed(f"{thread} died: {type(exc).__name__}: {exc}")
             self._crashed.__cause__ = exc
@@ -301,99 +324,8 @@ class Consumer:
         self._settler.stop(give_up=True)
         for _ in self._threads:
             self._work.put(STOP)
-        if self._pubsub_thread is not None:
-            self._pubsub_thread.stop()  # the worker thread closes the pub/sub on its way out
-            self._pubsub_thread.join(timeout=2)
+        self._subscription.stop()
         s = self._settler
-        log.info("consumer on %r stopped: %d completed, %d cancelled, %d failed "
-                 "(%d retried, %d dead)", self.queue, s.completed - s.cancelled, s.cancelled,
-                 s.failed, s.retried, s.dead)
-
-    # -- threads ----------------------------------------------------------------
-
-    def _work_loop(self) -> None:
-        work, handler, clock, limit = self._work, self.handler, perf_counter, self.result_limit
-        observe = self._claims.observe
-        while True:
-            job = work.get()
-            if job is STOP:
-                return
-            if not self._begin(job):
-                continue
-            started = clock()
-            traced = tracing.current()
-            if traced is None:
-                outcome = execute(handler, job, limit)
-            else:
-                outcome = self._traced(traced, handler, job, limit)
-            observe(clock() - started)
-            self._finish(outcome)
-
-    def _traced(self, traced: tracing.Tracing, handler: Callable[[JobContext], Any],
-                job: JobContext, limit: int) -> HandlerOutcome:
-        """Run the handler inside its span, the child of the producer's (tracing on)."""
-        job.span = traced.process(self.queue, job.id, job.attempts, job.traceparent)
-        with traced.running(job.span):
-            outcome = execute(handler, job, limit)
-        traced.outcome(job.span, outcome.kind, outcome.text)
-        return outcome
-
-    def _begin(self, job: JobContext) -> bool:
-        """Take a job from the buffer: False when it is no longer ours to run (its
-        lease was found gone, or a stop handed it back). A job that sat in the buffer
-        for over a quarter of its lease is renewed first, so its handler gets most
-        of a lease however long it waited."""
-        with self._held.lock:  # a renewal of this job in flight lands before it starts
-            if job.finished:
-                return False
-            job.started = True
-        if job.deadline - time.monotonic() >= 0.75 * self.lease_ms / 1000:
-            return True
-        sent = time.monotonic()
-        try:
-            extend_lock(self.conn, self.queue, job.id, job.token, self.lease_ms)
-        except LEASE_LOST as exc:
-            log.warning("job %s not started: its lease is gone (%s)", job.id, exc)
-            self._held.let_go(job)
-            return False
-        except (EchoMQError, redis.RedisError) as exc:
-            log.warning("job %s: could not renew its lease before starting (%s)", job.id, exc)
-            return True
-        job.deadline = sent + self.lease_ms / 1000
-        return True
-
-    def _finish(self, outcome: HandlerOutcome) -> None:
-        """Pass an outcome to the settler, unless a stop already handed its job back."""
-        with self._held.lock:
-            if outcome.job.finished:
-                log.info("job %s finished after it was handed back; outcome dropped",
-                         outcome.job.id)
-                return
-            outcome.job.done = True
-            self._settler.inbox.put(outcome)
-
-    def _subscribe(self) -> None:
-        def on_message(message: dict[str, Any]) -> None:
-            event = Event.decode(message.get("data", ""))
-            if event is None:
-                return
-            if event.event == "added":
-                self._claims.wake.set()
-            elif event.event == "cancel" and self.cancel and event.job_id:
-                job = self._held.cancel(event.job_id, event.reason)
-                if job is not None:
-                    log.info("job %s: cancel requested (%s)", job.id, event.reason)
-
-        def on_error(exc: BaseException, pubsub: Any, thread: Any) -> None:
-            # redis-py's worker thread goes on after this returns: a lost server is
-            # reconnected (and resubscribed) on the next read
-            log.warning("event subscription failed (%r); going on", exc)
-            time.sleep(0.5)
-
-        self._pubsub = self.conn.redis.pubsub(  # type: ignore[no-untyped-call]
-            ignore_subscribe_messages=True)
-        self._pubsub.subscribe(**{self.keys.events: on_message})
-        self._pubsub_thread = self._pubsub.run_in_thread(
-            sleep_time=0.5, daemon=True, exception_handler=on_error
-        )
-
+        log.info("consumer on %s stopped: %d completed, %d cancelled, %d failed "
+                 "(%d retried, %d dead)", self._described(), s.completed - s.cancelled,
+                 s.cancelled, s.failed, s.retried, s.dead)

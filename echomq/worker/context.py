@@ -9,20 +9,36 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
 from echomq.errors import CancelledError, InvalidArgument
 from echomq.jobs import cancel as cancel_tokens
 from echomq.jobs.lease import extend_lock
 from echomq.jobs.progress import report_progress
-from echomq.jobs.texts import DEFAULT_RESULT_LIMIT, cancelled_result, error_text, result_text
+from echomq.jobs.texts import (
+    DEFAULT_RESULT_LIMIT,
+    attempt_error,
+    cancelled_result,
+    error_text,
+    result_text,
+)
 from echomq.models import CancelVerdict
 from echomq.queue.transitions import LEASE_LOST
+from echomq.worker.retry import DEAD, Fail, FailPlan, Retry
 
 if TYPE_CHECKING:
     from echomq.queue.connection import Connection
 
 _UNDECODED = object()
+
+_current: ContextVar[JobContext | None] = ContextVar("echomq_current_job", default=None)
+
+
+def current_job() -> JobContext | None:
+    """The job the running handler or task works on; None outside one. A contextvar, so
+    it is right on every handler thread (and in an event loop's tasks)."""
+    return _current.get()
 
 
 class JobContext:
@@ -31,6 +47,7 @@ class JobContext:
     __slots__ = (
         "id", "name", "attempts", "cancel_token", "queue", "finished", "started", "done",
         "deadline", "_conn", "_lease_ms", "_raw", "_payload", "_row", "traceparent", "span",
+        "ran_s",
     )
 
     def __init__(
@@ -61,6 +78,8 @@ class JobContext:
         """The producer's W3C trace context (read only while echomq.tracing is on)."""
         self.span: Any = None
         """The handler's span while tracing is on (the settle's span is its child)."""
+        self.ran_s = 0.0
+        """How long the handler ran, in seconds (set when it returned)."""
 
     @property
     def payload(self) -> Any:
@@ -128,21 +147,30 @@ stored), dead-lettered at once."""
 
 
 class HandlerOutcome:
-    """How one run ended: the kind, and the result or error text to store."""
+    """How one run ended: the kind, and the result or error text to store; for a failure
+    the plan (retry when, or dead at once) and the attempt's error record (JSON)."""
 
-    __slots__ = ("job", "kind", "text")
+    __slots__ = ("job", "kind", "text", "plan", "error")
 
-    def __init__(self, job: JobContext, kind: Kind, text: str) -> None:
+    def __init__(self, job: JobContext, kind: Kind, text: str, plan: FailPlan | None = None,
+                 error: str | None = None) -> None:
         self.job = job
         self.kind = kind
         self.text = text
+        self.plan = plan
+        self.error = error
+
+
+FailurePolicy = Callable[[JobContext, BaseException], FailPlan]
+"""Decides what a failed run leads to (a task's retry rules); see :mod:`echomq.worker.retry`."""
 
 
 def execute(
     handler: Callable[[JobContext], Any], job: JobContext,
-    result_limit: int = DEFAULT_RESULT_LIMIT,
+    result_limit: int = DEFAULT_RESULT_LIMIT, policy: FailurePolicy | None = None,
 ) -> HandlerOutcome:
-    """Run the handler once and classify its answer; never raises."""
+    """Run the handler once, as :func:`current_job`, and classify its answer; never raises."""
+    entered = _current.set(job)
     try:
         value = handler(job)
     except CancelledError as exc:
@@ -150,8 +178,35 @@ def execute(
     except LEASE_LOST as exc:
         return HandlerOutcome(job, "lost", str(exc))
     except BaseException as exc:  # noqa: BLE001 - a handler's failure is the job's, not ours
-        return HandlerOutcome(job, "failed", error_text(exc))
+        return failure(job, exc, policy)
+    finally:
+        _current.reset(entered)
     return classify(job, value, result_limit)
+
+
+def failure(job: JobContext, exc: BaseException, policy: FailurePolicy | None = None
+            ) -> HandlerOutcome:
+    """A run that raised ``exc``: the policy's plan (a plain handler: ``Retry`` and
+    ``Fail`` are obeyed, anything else retries on the Consumer's backoff). A policy that
+    itself fails falls back to that backoff, so the job is never lost to it."""
+    text = error_text(exc)
+    try:
+        plan = policy(job, exc) if policy is not None else default_plan(exc)
+    except Exception as problem:  # noqa: BLE001 - reported with the job's own error
+        plan = FailPlan()
+        text = f"{text}\n(retry policy failed: {problem})"
+    return HandlerOutcome(job, "rejected" if plan.dead else "failed", text, plan,
+                          attempt_error(exc))
+
+
+def default_plan(exc: BaseException) -> FailPlan:
+    """A plain handler's failure: ``Fail`` is dead at once, ``Retry(delay_ms)`` is obeyed,
+    anything else retries on the Consumer's backoff."""
+    if isinstance(exc, Fail):
+        return DEAD
+    if isinstance(exc, Retry) and exc.delay_ms is not None:
+        return FailPlan(delay_ms=exc.delay_ms)
+    return FailPlan()
 
 
 def classify(job: JobContext, value: Any, result_limit: int) -> HandlerOutcome:
@@ -164,6 +219,7 @@ def classify(job: JobContext, value: Any, result_limit: int) -> HandlerOutcome:
             return HandlerOutcome(job, "cancelled", cancelled_result(value.reason))
         return HandlerOutcome(job, "completed", result_text(value, result_limit))
     except InvalidArgument as exc:
-        return HandlerOutcome(job, "rejected", f"result not storable: {exc}")
+        return HandlerOutcome(job, "rejected", f"result not storable: {exc}", DEAD)
     except Exception as exc:  # noqa: BLE001 - e.g. a CancelVerdict whose reason is no str
-        return HandlerOutcome(job, "rejected", f"result not storable: {type(exc).__name__}: {exc}")
+        return HandlerOutcome(job, "rejected",
+                              f"result not storable: {type(exc).__name__}: {exc}", DEAD)

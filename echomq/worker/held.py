@@ -38,16 +38,16 @@ reply in; it applies when the job arrives. Other Consumers' jobs age out unused.
 class Held:
     """The jobs one Consumer holds, buffered or running."""
 
-    def __init__(self, conn: Connection, queue: str) -> None:
+    def __init__(self, conn: Connection) -> None:
         self.conn = conn
-        self.queue = queue
-        self.jobs: dict[str, JobContext] = {}
-        """Every job held, buffered or running, until it leaves this Consumer's hands."""
+        self.jobs: dict[tuple[str, str], JobContext] = {}
+        """Every job held, buffered or running, by (queue, id), until it leaves this
+        Consumer's hands."""
         self.inflight = 0
         self.slots = threading.Condition()
         """Guards ``inflight``; notified whenever a slot frees."""
-        self._early: dict[str, tuple[float, str | None]] = {}
-        """Cancels for jobs not held (yet), by job id, oldest first: (when, reason)."""
+        self._early: dict[tuple[str, str], tuple[float, str | None]] = {}
+        """Cancels for jobs not held (yet), by (queue, id), oldest first: (when, reason)."""
         self._early_lock = threading.Lock()
         self.lock = threading.Lock()
         """Orders a job's start, its finish and a stop's hand-back against each other and
@@ -60,16 +60,17 @@ class Held:
             self.inflight += len(jobs)
         with self._early_lock:
             for job in jobs:
-                self.jobs[job.id] = job
-                early = self._early.pop(job.id, None) if self._early else None
+                self.jobs[job.queue, job.id] = job
+                early = self._early.pop((job.queue, job.id), None) if self._early else None
                 if early is not None:
                     cancel_tokens.cancel(job.cancel_token, early[1])
 
-    def cancel(self, job_id: str, reason: str | None) -> JobContext | None:
-        """Set the cancel token of ``job_id`` when held (returned); else keep the request
-        for :data:`EARLY_CANCEL_S`, in case the job is on its way into this Consumer."""
+    def cancel(self, queue: str, job_id: str, reason: str | None) -> JobContext | None:
+        """Set the cancel token of ``job_id`` of ``queue`` when held (returned); else keep
+        the request for :data:`EARLY_CANCEL_S`, in case the job is on its way in."""
+        held = (queue, job_id)
         with self._early_lock:
-            job = self.jobs.get(job_id)
+            job = self.jobs.get(held)
             if job is None:
                 now = time.monotonic()
                 while self._early:  # oldest first: drop what aged out
@@ -77,8 +78,8 @@ class Held:
                     if now - self._early[oldest][0] < EARLY_CANCEL_S:
                         break
                     del self._early[oldest]
-                self._early.pop(job_id, None)
-                self._early[job_id] = (now, reason)
+                self._early.pop(held, None)
+                self._early[held] = (now, reason)
                 return None
         cancel_tokens.cancel(job.cancel_token, reason)
         return job
@@ -91,8 +92,8 @@ class Held:
             job.finished = True
             self.inflight -= 1
             self.slots.notify_all()
-        if self.jobs.get(job.id) is job:
-            self.jobs.pop(job.id, None)
+        if self.jobs.get((job.queue, job.id)) is job:
+            self.jobs.pop((job.queue, job.id), None)
 
     def unfinished(self, *, started_too: bool) -> list[JobContext]:
         """Held jobs not yet let go of: the buffered ones (and the running ones with
@@ -123,19 +124,20 @@ class Held:
         return jobs
 
     def hand_back(self, jobs: Iterable[JobContext]) -> None:
-        """Release ``jobs`` to the front of pending so another worker takes them at once;
-        with the server gone their leases lapse instead."""
-        jobs = list(jobs)
-        if not jobs:
-            return
-        try:
-            release_many(self.conn, self.queue, [(job.id, job.token) for job in jobs])
-            log.info("handed back %d unfinished job(s)", len(jobs))
-        except (EchoMQError, redis.RedisError) as exc:
-            log.warning("could not hand back %d job(s); their leases will lapse: %s",
-                        len(jobs), exc)
+        """Release ``jobs`` to the front of their queues' pending so another worker takes
+        them at once; with the server gone their leases lapse instead."""
+        by_queue: dict[str, list[JobContext]] = {}
         for job in jobs:
-            self.let_go(job)
+            by_queue.setdefault(job.queue, []).append(job)
+        for queue, queued in by_queue.items():
+            try:
+                release_many(self.conn, queue, [(job.id, job.token) for job in queued])
+                log.info("handed back %d unfinished job(s) of %r", len(queued), queue)
+            except (EchoMQError, redis.RedisError) as exc:
+                log.warning("could not hand back %d job(s) of %r; their leases will lapse: "
+                            "%s", len(queued), queue, exc)
+            for job in queued:
+                self.let_go(job)
 
 
 def take_unstarted(work: stdlib_queue.SimpleQueue[Any]) -> list[JobContext]:

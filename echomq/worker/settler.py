@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import queue as stdlib_queue
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -27,12 +28,15 @@ from echomq.errors import ConnectionFailed
 from echomq.queue import transitions
 from echomq.queue.connection import Connection
 from echomq.queue.executors import Call
-from echomq.queue.keys import Keys
 from echomq.queue.transitions import Settlement
 from echomq.worker.context import HandlerOutcome, JobContext
 from echomq.worker.held import STOP, Held
+from echomq.worker.queues import QueuePlan
+from echomq.worker.retry import FailPlan
 
 log = logging.getLogger("echomq.consumer")
+finished_log = logging.getLogger("echomq.worker")
+"""One INFO line per finished job (``log_finished``): task, id, queue, attempt, time, outcome."""
 
 MAX_PER_CALL = 1000
 """Settlements per complete call, the limit complete-2.lua documents."""
@@ -44,7 +48,7 @@ class Settler:
     def __init__(
         self,
         conn: Connection,
-        keys: Keys,
+        plan: QueuePlan,
         *,
         record: bool,
         keep_completed: int,
@@ -55,9 +59,10 @@ class Settler:
         durable_replicas: int = 0,
         durable_timeout_ms: int = 0,
         on_settled: Callable[[JobContext, str], None] | None = None,
+        log_finished: bool = False,
     ) -> None:
         self.conn = conn
-        self.keys = keys
+        self.plan = plan
         self.record = record
         self.keep_completed = keep_completed
         self.backoff_ms = backoff_ms
@@ -75,6 +80,7 @@ class Settler:
         self.durable_replicas = durable_replicas
         self.durable_timeout_ms = durable_timeout_ms
         self.on_settled = on_settled
+        self.log_finished = log_finished
         self.durable_shortfalls = 0
         """Settles (jobs) whose round trip's WAIT saw fewer replicas than asked."""
         self._give_up = threading.Event()
@@ -155,7 +161,7 @@ class Settler:
         calls = self._calls(completes, fails)
         traced = tracing.current()
         spans = [] if traced is None else [
-            traced.settle(self.keys.queue, o.job.id, o.job.span) for o in batch]
+            traced.settle(o.job.queue, o.job.id, o.job.span) for o in batch]
         delay = 0.1
         while True:
             try:
@@ -193,30 +199,51 @@ class Settler:
 
     def _calls(self, completes: list[HandlerOutcome], fails: list[HandlerOutcome]
                ) -> list[Call]:
+        """One complete call per queue with completions (in the order of
+        :meth:`_complete_groups`), then one fail call per failure."""
         calls: list[Call] = []
-        if completes:
+        for queue, outcomes in self._complete_groups(completes):
             settlements = [Settlement(o.job.id, o.job.token,
                                       "cancelled" if o.kind == "cancelled" else "completed",
-                                      o.text) for o in completes]
-            calls.append(transitions.complete_call(self.keys, settlements, self.record,
-                                                   self.keep_completed))
+                                      o.text) for o in outcomes]
+            calls.append(transitions.complete_call(self.plan.by_name[queue], settlements,
+                                                   self.record, self.keep_completed))
         for o in fails:
-            calls.append(transitions.fail_call(
-                self.keys, o.job.id, o.job.token, o.text, backoff_ms=self.backoff_ms,
-                backoff_cap_ms=self.backoff_cap_ms, record=self.record,
-                retry=o.kind != "rejected"))
+            calls.append(self._fail_call(o))
         return calls
+
+    @staticmethod
+    def _complete_groups(completes: list[HandlerOutcome]
+                         ) -> list[tuple[str, list[HandlerOutcome]]]:
+        groups: dict[str, list[HandlerOutcome]] = {}
+        for o in completes:
+            groups.setdefault(o.job.queue, []).append(o)
+        return list(groups.items())
+
+    def _fail_call(self, o: HandlerOutcome) -> Call:
+        plan = o.plan or FailPlan(dead=o.kind == "rejected")
+        return transitions.fail_call(
+            self.plan.by_name[o.job.queue], o.job.id, o.job.token, o.text,
+            backoff_ms=plan.base_ms or self.backoff_ms,
+            backoff_cap_ms=plan.cap_ms or self.backoff_cap_ms, record=self.record,
+            retry=not plan.dead, delay_ms=plan.delay_ms,
+            jitter=random.random() if plan.jitter and plan.delay_ms is None else None,  # noqa: S311 - spreads retries, no secret
+            error_entry=o.error)
 
     def _account(self, completes: list[HandlerOutcome], fails: list[HandlerOutcome],
                  replies: list[Any]) -> None:
-        if completes:
-            self._account_completes(completes, replies.pop(0))
+        for _, outcomes in self._complete_groups(completes):
+            self._account_completes(outcomes, replies.pop(0))
         for o, reply in zip(fails, replies, strict=True):
             verdict = transitions.failed(reply, o.job.id)
             if isinstance(verdict, BaseException):
                 log.warning("job %s failed after its lease was lost: %s", o.job.id, verdict)
             else:
-                log.info("job %s failed (%s): %s", o.job.id, verdict, o.text.splitlines()[0])
+                if self.log_finished:
+                    self._log_finished(o.job, verdict, o.text.splitlines()[0])
+                else:
+                    log.info("job %s failed (%s): %s", o.job.id, verdict,
+                             o.text.splitlines()[0])
                 self.failed += 1
                 if verdict == "dead":
                     self.dead += 1
@@ -232,8 +259,11 @@ class Settler:
             errors: list[Any] = [reply] * len(completes)
         else:
             errors = list(transitions.completed([o.job.id for o in completes], reply))
+        logged = self.log_finished and finished_log.isEnabledFor(logging.INFO)
         for o, error in zip(completes, errors, strict=True):
             if error is None:
+                if logged:
+                    self._log_finished(o.job, o.kind)
                 self.completed += 1
                 if o.kind == "cancelled":
                     self.cancelled += 1
@@ -243,3 +273,9 @@ class Settler:
                 log.warning("job %s finished after its lease was lost (%s); "
                             "its result was not recorded", o.job.id, error)
             self.held.let_go(o.job)
+
+    @staticmethod
+    def _log_finished(job: JobContext, outcome: str, error: str = "") -> None:
+        finished_log.info("%s %s/%s attempt %d %s in %.3fs%s", job.name or "(no name)",
+                          job.queue, job.id, job.attempts, outcome, job.ran_s,
+                          f": {error}" if error else "")

@@ -17,7 +17,7 @@ import echomq
 from echomq.queue import transitions
 from echomq.queue.connection import Connection
 from echomq.worker import beat as beat_module
-from echomq.worker import consumer as consumer_module
+from echomq.worker import slots as consumer_module
 from echomq.worker.consumer import Consumer
 from tests.support.waits import wait_until
 
