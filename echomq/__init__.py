@@ -4,10 +4,12 @@ Every verb takes a connection explicitly; every failure raises a subclass of
 :class:`EchoMQError` named after its reason. See DESIGN.md for the states.
 """
 
-import os
 from typing import TYPE_CHECKING, Any
 
 from echomq import cancel, tracing
+from echomq.app.app import App
+from echomq.app.connect import connect
+from echomq.app.task import Task
 from echomq.errors import (
     ArchiveError,
     ChecksumMismatch,
@@ -47,16 +49,14 @@ from echomq.models import (
     Schedule,
     StalledSweep,
 )
-from echomq.queue import connection as _connection
 from echomq.queue.admin import counts, dead_jobs, get_job, metrics, set_group_limit
 from echomq.queue.bulk import drain, obliterate
 from echomq.queue.claim import claim
-from echomq.queue.connection import DEFAULT_PAYLOAD_LIMIT, Connection, ExecutorName
+from echomq.queue.connection import Connection
 from echomq.queue.control import is_paused, pause, promote, resume, retry_dead
 from echomq.queue.directory import queues
 from echomq.queue.enqueue import add, add_many
 from echomq.queue.events import Event, EventKind, publish
-from echomq.queue.keys import PREFIX
 from echomq.queue.listen import EventStream, events
 from echomq.queue.listing import list_jobs
 from echomq.queue.retention import (
@@ -67,8 +67,9 @@ from echomq.queue.retention import (
     set_retention,
 )
 from echomq.queue.wait import wait
-from echomq.servers.shared import SharedValkey
 from echomq.worker.consumer import Consumer
+from echomq.worker.context import JobContext, current_job
+from echomq.worker.retry import Backoff, Fail, Fixed, Retry, RetryPolicy
 
 if TYPE_CHECKING:
     from echomq import archive
@@ -76,40 +77,6 @@ if TYPE_CHECKING:
     from echomq.scheduling.scheduler import BatchScheduler
 
     __version__: str
-
-
-def connect(
-    url: str | None = None,
-    executor: ExecutorName = "scripts",
-    *,
-    data_dir: str | os.PathLike[str] | None = None,
-    payload_limit: int = DEFAULT_PAYLOAD_LIMIT,
-    check: bool = True,
-    prefix: str = PREFIX,
-    cluster: bool | None = None,
-) -> Connection:
-    """Connect to ``url`` or, with none, to the embedded Valkey of ``data_dir`` (default
-    ``$EMQ_DATA_DIR`` or ``./.echomq/valkey``).
-
-    The embedded default is the folder's one *shared*, persistent server, the same
-    one ``emq`` commands without ``--url`` use: the first user starts it (AOF,
-    ``appendfsync everysec``) and it keeps running after this process exits, so an
-    app and a worker on one machine see the same queue. Stop it with
-    ``emq server stop``. It is reached on the folder's unix socket with the folder's
-    password (the URL, ``unix://:PASSWORD@FOLDER/valkey.sock``, is printed redacted),
-    so no other local user can, and a restart does not move it. For a private server
-    that dies with its owner, start an :class:`~echomq.servers.valkey.EmbeddedValkey`
-    and pass its ``url``.
-
-    The rest (TLS on the URL, the ``prefix``, Cluster and Sentinel, ``check``) is
-    :func:`echomq.queue.connection.connect`'s, which takes the resolved URL: the
-    substrate never starts a server.
-    """
-    if url is None:
-        _connection.check_choices(executor, prefix)  # refused before a server starts
-        url = SharedValkey(data_dir).ensure().url
-    return _connection.connect(url, executor, payload_limit=payload_limit, check=check,
-                               prefix=prefix, cluster=cluster)
 
 
 def __getattr__(name: str) -> Any:
@@ -130,7 +97,9 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'echomq' has no attribute {name!r}")
 
 __all__ = [
+    "App",
     "ArchiveError",
+    "Backoff",
     "BatchScheduler",
     "CancelVerdict",
     "ChecksumMismatch",
@@ -144,10 +113,13 @@ __all__ = [
     "Event",
     "EventKind",
     "EventStream",
+    "Fail",
+    "Fixed",
     "HistoryNotArchived",
     "InvalidArgument",
     "InvalidKey",
     "Job",
+    "JobContext",
     "JobGone",
     "JobState",
     "LaneNotNative",
@@ -162,11 +134,14 @@ __all__ = [
     "RemoteUnavailable",
     "Retention",
     "RetentionReport",
+    "Retry",
+    "RetryPolicy",
     "Schedule",
     "ScheduleGone",
     "StaleToken",
     "StalledSweep",
     "StreamUnavailable",
+    "Task",
     "WaitTimeout",
     "add",
     "add_many",
@@ -178,6 +153,7 @@ __all__ = [
     "complete_many",
     "connect",
     "counts",
+    "current_job",
     "dead_jobs",
     "drain",
     "events",

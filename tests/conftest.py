@@ -23,7 +23,7 @@ from echomq.servers.seaweed import SeaweedS3
 from echomq.servers.valkey import EmbeddedValkey
 from tests.support.recorder import Recorder
 
-BOTH_PASSES = ("queue", "jobs", "worker", "archive")
+BOTH_PASSES = ("queue", "jobs", "worker", "app", "archive")
 """The folders of ``tests/`` whose shared-server tests run twice, on one server and on a
 local Cluster (ids ``[plain...]`` and ``[cluster...]``): the substrate, the lifecycle,
 the Consumer and the archive."""

@@ -31,6 +31,7 @@ PARTS: dict[str, tuple[str, ...]] = {
     "jobs": ("echomq.jobs", "echomq.cancel"),
     "scheduling": ("echomq.scheduling",),
     "worker": ("echomq.worker",),
+    "app": ("echomq.app",),
     "archive": ("echomq.archive",),
     "metrics": ("echomq.prometheus",),
     "faces": ("echomq.cli", "echomq.__main__", "echomq.web"),
@@ -43,12 +44,13 @@ ALLOWED: dict[str, set[str]] = {
     "servers": {"servers", "substrate"},  # errors alone (tests/cli/test_cli_faces.py)
     "jobs": {"substrate", "jobs"},
     "worker": {"substrate", "jobs", "worker"},
+    "app": {"substrate", "servers", "jobs", "worker", "app"},
     "scheduling": {"substrate", "jobs", "scheduling"},
     "archive": {"substrate", "archive"},
     "metrics": {"substrate", "archive", "metrics"},
     "faces": set(PARTS),
-    # archive and scheduling: lazily, on first use; servers: connect() without a URL
-    "facade": {"substrate", "servers", "jobs", "scheduling", "worker", "archive"},
+    # archive and scheduling: lazily, on first use
+    "facade": {"substrate", "jobs", "scheduling", "worker", "app", "archive"},
 }
 
 

@@ -7,13 +7,14 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import click
 
-from echomq.cli.app import connect
+from echomq.app.app import App
+from echomq.cli.app import as_click_error, connect
+from echomq.cli.app import options as cli_options
 from echomq.cli.durations import DURATION, POSITIVE_DURATION, format_duration_ms
 from echomq.cli.remote import RemoteSettings, remote_options
 from echomq.worker import Consumer
@@ -42,12 +43,13 @@ def start_line(url: str, prefix: str, *, cron: int | None,
     return f"scheduler on {url}: " + "; ".join(parts)
 
 
-def load_handler(path: str) -> Callable[..., Any]:
-    """Import ``module:function``; a clear error when it does not import."""
+def load_handler(path: str) -> Any:
+    """Import ``module:attribute`` (an App or a function); a clear error when it does not
+    import or is neither."""
     module_name, _, attr = path.partition(":")
     if not module_name or not attr:
         raise click.BadParameter(
-            f"{path!r} is not of the form module:function", param_hint="HANDLER"
+            f"{path!r} is not of the form module:app or module:function", param_hint="HANDLER"
         )
     if "" not in sys.path:
         sys.path.insert(0, "")
@@ -59,16 +61,19 @@ def load_handler(path: str) -> Callable[..., Any]:
             param_hint="HANDLER",
         ) from exc
     handler = getattr(module, attr, None)
-    if not callable(handler):
+    if not isinstance(handler, App) and not callable(handler):
         raise click.BadParameter(
-            f"module {module_name!r} has no callable {attr!r}", param_hint="HANDLER"
+            f"module {module_name!r} has no App or callable {attr!r}", param_hint="HANDLER"
         )
-    return handler  # type: ignore[no-any-return]
+    return handler
 
 
 @click.command()
 @click.argument("handler")
-@click.option("--queue", "-q", required=True)
+@click.option("--queue", "-q", "queue_spec", default=None,
+              help="The queues, in strict priority order (high,mail,default) or weighted "
+              "(high:5,low:1). With an App, default: every task's queue; with a function, "
+              "required.")
 @click.option("--concurrency", "-c", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--lease", "lease_ms", type=POSITIVE_DURATION, default="30s", show_default=True,
               help="How long a claimed job is held before another worker may take it.")
@@ -85,18 +90,37 @@ def load_handler(path: str) -> Callable[..., Any]:
 @click.option("--grace", "grace_ms", type=DURATION, default="30s", show_default=True,
               help="On SIGTERM, how long running jobs may finish before they are let go.")
 @click.pass_context
-def worker(ctx: click.Context, handler: str, queue: str, concurrency: int, lease_ms: int,
-           prefetch: int | None, batch_size: int, cancel: bool, record: bool, recovery: str,
-           max_stalled: int, auto_extend: bool, grace_ms: int) -> None:
-    """Process QUEUE with HANDLER (module:function) until SIGTERM/SIGINT."""
-    func = load_handler(handler)
-    consumer = Consumer(
-        connect(ctx), queue, func, concurrency=concurrency, lease_ms=lease_ms,
-        prefetch=prefetch, batch_size=batch_size, cancel=cancel, record=record,
-        recovery=recovery,  # type: ignore[arg-type]
-        max_stalled=max_stalled, auto_extend=auto_extend, shutdown_grace_ms=grace_ms,
-    )
-    consumer.run()
+def worker(ctx: click.Context, handler: str, queue_spec: str | None, concurrency: int,
+           lease_ms: int, prefetch: int | None, batch_size: int, cancel: bool, record: bool,
+           recovery: str, max_stalled: int, auto_extend: bool, grace_ms: int) -> None:
+    """Run HANDLER until SIGTERM/SIGINT: an App's tasks (module:app), routed by each
+    job's name, or one function (module:function) for every job of the queues."""
+    target = load_handler(handler)
+    options: dict[str, Any] = dict(
+        concurrency=concurrency, lease_ms=lease_ms, prefetch=prefetch, batch_size=batch_size,
+        cancel=cancel, record=record, recovery=recovery, max_stalled=max_stalled,
+        auto_extend=auto_extend, shutdown_grace_ms=grace_ms)
+    if isinstance(target, App):
+        app_worker(ctx, target, queue_spec, options).run()
+        return
+    if queue_spec is None:
+        raise click.UsageError("--queue/-q is required with a function (module:function)")
+    Consumer(connect(ctx), queue_spec, target, **options).run()
+
+
+def app_worker(ctx: click.Context, app: App, queue_spec: str | None,
+               options: dict[str, Any]) -> Any:
+    """The App's worker, on the server the command line names (``--url``), else on the
+    App's own (its url or conn), else on the command line's default (the data folder's
+    shared server), whose prefix must then be the App's."""
+    opts = cli_options(ctx)
+    if opts.url is not None or not app.names_a_server:
+        if app.prefix != opts.prefix:
+            raise click.UsageError(f"the App's prefix {app.prefix!r} is not the command "
+                                   f"line's {opts.prefix!r}: give --prefix {app.prefix}")
+        app.adopt(connect(ctx))
+    with as_click_error():
+        return app.worker(queue_spec, **options)
 
 
 @click.command()

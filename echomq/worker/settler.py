@@ -154,6 +154,15 @@ class Settler:
                 log.warning("job %s stopped: lease lost (%s)", o.job.id, o.text)
                 self.held.let_go(o.job)
         batch = [o for o in batch if o.kind != "lost"]
+        if self.durable_replicas and len(self.plan.names) > 1:
+            # WAIT counts one connection's writes: one round trip per queue (per slot)
+            by_queue: dict[str, list[HandlerOutcome]] = {}
+            for o in batch:
+                by_queue.setdefault(o.job.queue, []).append(o)
+            if len(by_queue) > 1:
+                for outcomes in by_queue.values():
+                    self._settle(outcomes)
+                return
         if not batch:
             return
         completes = [o for o in batch if o.kind in ("completed", "cancelled")]

@@ -1,0 +1,52 @@
+"""Routing by name: the one handler of an App's worker, and its failure policy.
+
+Each claimed job runs the task registered under its ``name``. A name no task has is a
+failure retried on the worker's default backoff, so in a rolling deploy where producers
+are ahead of workers the job waits for a worker that knows it, and is never lost; past
+its tries it is dead-lettered with the names this worker knew.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from echomq.app.calls import call_arguments, job_backoff
+from echomq.worker.context import JobContext
+from echomq.worker.retry import FailPlan, RetryPolicy
+
+if TYPE_CHECKING:
+    from echomq.app.task import Task
+
+
+class UnknownTask(Exception):  # noqa: N818 - a job's name, as the job's error
+    """A job whose name no task of this worker has."""
+
+
+class Router:
+    """Calls the task a job names; decides what its failures lead to."""
+
+    def __init__(self, tasks: Mapping[str, Task[Any, Any]]) -> None:
+        self.tasks = dict(tasks)
+        self._known = ", ".join(sorted(self.tasks)) or "no tasks"
+
+    def __call__(self, job: JobContext) -> Any:
+        task = self.tasks.get(job.name or "")
+        if task is None:
+            shown = "(a job with no name)" if job.name is None else repr(job.name)
+            raise UnknownTask(f"unknown task {shown} (this worker knows: {self._known})")
+        args, kwargs = call_arguments(job.payload)
+        return task.fn(*args, **kwargs)
+
+    def plan(self, job: JobContext, exc: BaseException) -> FailPlan:
+        """The task's retry rules (or the job's own backoff, from ``enqueue_with``); an
+        unknown task retries on the worker's default backoff."""
+        task = self.tasks.get(job.name or "")
+        if task is None or isinstance(exc, UnknownTask):
+            return FailPlan()
+        policy = task.policy
+        backoff = job_backoff(job.payload)
+        if backoff is not None:
+            policy = RetryPolicy(backoff, retry_on=policy.retry_on,
+                                 dont_retry_on=policy.dont_retry_on)
+        return policy.plan(job.attempts, exc)

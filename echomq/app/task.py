@@ -1,0 +1,97 @@
+"""A task: a function registered with an App under a name, enqueued by that name.
+
+``send.enqueue(...)`` adds a job named after the task to the task's queue, with the call's
+arguments as its payload (``calls.py``); a worker routes it back to the function by its
+name. ``send(...)`` is a plain call that runs here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+
+from echomq.app.calls import call_payload
+from echomq.errors import InvalidArgument
+from echomq.queue import validate
+from echomq.queue.enqueue import add, add_many
+from echomq.worker.retry import BackoffSpec, RetryPolicy, check_backoff
+
+if TYPE_CHECKING:
+    from echomq.app.app import App
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Task(Generic[P, R]):
+    """A registered function; see :meth:`echomq.App.task`."""
+
+    def __init__(self, app: App, fn: Callable[P, R], *, name: str, queue: str,
+                 max_attempts: int, policy: RetryPolicy, priority: int) -> None:
+        self.app = app
+        self.fn = fn
+        self.name = name
+        self.queue = queue
+        self.max_attempts = max_attempts
+        self.policy = policy
+        self.priority = priority
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run the function here and now, as a plain call (no job, no retries)."""
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<Task {self.name} on {self.queue!r}>"
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
+        """Add a job that calls this task with these arguments; its id (one round trip)."""
+        return self.enqueue_with(args=args, kwargs=kwargs)
+
+    def enqueue_with(self, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None,
+                     *, delay_ms: int = 0, job_id: str | None = None,
+                     priority: int | None = None, group: str | None = None,
+                     max_attempts: int | None = None, backoff: BackoffSpec | None = None,
+                     queue: str | None = None) -> str:
+        """:meth:`enqueue` with per-job options: a delay, an id (idempotent: an existing
+        id is returned unchanged), a priority, a group lane, the tries and backoff of this
+        job alone (an ``echomq.Backoff`` or ``echomq.Fixed``), another queue."""
+        payload = call_payload(self.name, args, kwargs or {},
+                               None if backoff is None else check_backoff(backoff))
+        return add(self.app.conn, queue or self.queue, payload, job_id=job_id,
+                   delay_ms=delay_ms, priority=self._priority(priority), group=group,
+                   max_attempts=self._attempts(max_attempts), name=self.name)
+
+    def enqueue_many(self, calls: Iterable[Sequence[Any] | Mapping[str, Any]], *,
+                     delay_ms: int = 0, priority: int | None = None,
+                     group: str | None = None) -> list[str]:
+        """Add one job per call: a tuple or list is the positional arguments, a dict the
+        keyword ones. One round trip per 1,000 jobs; every call is checked first, so a bad
+        one adds nothing."""
+        payloads = [call_payload(self.name, (), call) if isinstance(call, Mapping)
+                    else call_payload(self.name, call, {}) for call in calls]
+        return add_many(self.app.conn, self.queue, payloads, delay_ms=delay_ms,
+                        priority=self._priority(priority), group=group,
+                        max_attempts=self.max_attempts, name=self.name)
+
+    def _priority(self, priority: int | None) -> int:
+        return self.priority if priority is None else priority
+
+    def _attempts(self, max_attempts: int | None) -> int:
+        if max_attempts is None:
+            return self.max_attempts
+        return validate.positive_int(max_attempts, "max_attempts")
+
+
+def task_name(fn: Callable[..., Any], name: str | None) -> str:
+    """The name a task is registered under: ``name``, or ``module.qualname`` of ``fn``."""
+    if name is None:
+        module = getattr(fn, "__module__", None) or "unknown"
+        qualname = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+        if not qualname:
+            raise InvalidArgument(f"give the task a name: {fn!r} has no __qualname__")
+        name = f"{module}.{qualname}"
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidArgument(f"a task name must be a non-empty str, got {name!r}")
+    return name

@@ -1,0 +1,73 @@
+"""An App's worker: one Consumer over the App's queues whose handler routes by name.
+
+It adds what a task worker owes its operator: a start line naming the server (password
+redacted), the data folder when it is the embedded one, the queues and the tasks; and one
+INFO line per finished job on the ``echomq.worker`` logger.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from echomq.app.routing import Router
+from echomq.worker.consumer import Consumer
+
+if TYPE_CHECKING:
+    from echomq.app.app import App
+
+log = logging.getLogger("echomq.worker")
+
+
+class Worker:
+    """Runs an App's tasks until ``stop()``, SIGTERM or SIGINT (:meth:`run`)."""
+
+    def __init__(self, app: App, queues: str | Sequence[str], *, concurrency: int = 8,
+                 **consumer_options: Any) -> None:
+        self.app = app
+        self.router = Router(app.tasks)
+        self.consumer = Consumer(app.conn, queues, self.router, concurrency=concurrency,
+                                 failure_policy=self.router.plan, log_finished=True,
+                                 **consumer_options)
+        self.queues = self.consumer.queues
+
+    def start_line(self) -> str:
+        """What this worker serves, from where: its first log line."""
+        conn = self.consumer.conn
+        where = conn.safe_url
+        if conn.url.startswith("unix://"):  # the embedded server: its socket is in the folder
+            where += f" (data folder {PurePath(urlsplit(conn.url).path).parent})"
+        tasks = ", ".join(sorted(self.router.tasks)) or "none"
+        return (f"worker at {where}: queues {self.consumer.plan.describe()} "
+                f"({'weighted' if self.consumer.plan.weighted else 'strict order'}), "
+                f"concurrency {self.consumer.concurrency}; tasks: {tasks}")
+
+    def run(self, *, install_signals: bool = True) -> None:
+        """Work until stopped; see :meth:`echomq.Consumer.run`."""
+        log.info("%s", self.start_line())
+        self.consumer.run(install_signals=install_signals)
+
+    def stop(self) -> None:
+        """Stop claiming; running tasks get the grace period. A second call forces."""
+        self.consumer.stop()
+
+    @property
+    def processed(self) -> int:
+        """Jobs completed or cancelled by this worker."""
+        return self.consumer.processed
+
+    @property
+    def failed(self) -> int:
+        """Failed attempts settled (retried plus dead)."""
+        return self.consumer.failed
+
+    @property
+    def retried(self) -> int:
+        return self.consumer.retried
+
+    @property
+    def dead(self) -> int:
+        return self.consumer.dead
