@@ -147,24 +147,24 @@ class Settler:
         return batch, markers, stopping
 
     def _settle(self, batch: list[HandlerOutcome]) -> None:
-        """Send the batch; on a lost server, retry with backoff (the leases keep the jobs
-        safe meanwhile) until it answers or the Consumer gives up."""
+        """Let go of the runs that lost their lease; settle the rest, in one round trip
+        (in durable mode one per queue: ``WAIT`` counts one connection's writes)."""
         for o in batch:
             if o.kind == "lost":
                 log.warning("job %s stopped: lease lost (%s)", o.job.id, o.text)
                 self.held.let_go(o.job)
         batch = [o for o in batch if o.kind != "lost"]
-        if self.durable_replicas and len(self.plan.names) > 1:
-            # WAIT counts one connection's writes: one round trip per queue (per slot)
-            by_queue: dict[str, list[HandlerOutcome]] = {}
-            for o in batch:
-                by_queue.setdefault(o.job.queue, []).append(o)
-            if len(by_queue) > 1:
-                for outcomes in by_queue.values():
-                    self._settle(outcomes)
-                return
         if not batch:
             return
+        if self.durable_replicas and len(self.plan.names) > 1:
+            for outcomes in self._by_queue(batch):
+                self._settle_round_trip(outcomes)
+        else:
+            self._settle_round_trip(batch)
+
+    def _settle_round_trip(self, batch: list[HandlerOutcome]) -> None:
+        """Send the batch; on a lost server, retry with backoff (the leases keep the jobs
+        safe meanwhile) until it answers or the Consumer gives up."""
         completes = [o for o in batch if o.kind in ("completed", "cancelled")]
         fails = [o for o in batch if o.kind in ("failed", "rejected")]
         calls = self._calls(completes, fails)
@@ -220,6 +220,13 @@ class Settler:
         for o in fails:
             calls.append(self._fail_call(o))
         return calls
+
+    @staticmethod
+    def _by_queue(batch: list[HandlerOutcome]) -> list[list[HandlerOutcome]]:
+        groups: dict[str, list[HandlerOutcome]] = {}
+        for o in batch:
+            groups.setdefault(o.job.queue, []).append(o)
+        return list(groups.values())
 
     @staticmethod
     def _complete_groups(completes: list[HandlerOutcome]
