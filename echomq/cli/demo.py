@@ -1,8 +1,8 @@
 """``emq demo``: the whole pipeline on the embedded default, in one process.
 
 A private Valkey (owned by the demo: it stops with it, even on ``kill -9``, and
-leaves nothing running), a local SeaweedFS S3 endpoint, a recording Consumer settling
-completed, cancelled and dead jobs, an operator pausing and resuming it and retrying
+leaves nothing running), a local SeaweedFS S3 endpoint, an App's task run by a recording
+worker settling completed, cancelled and dead jobs, an operator pausing and resuming it and retrying
 the dead job, the APScheduler fold into an LMDB floor and
 the bucket, the stream trimmed, Redis made to forget, an audit read from the
 floor, a restore onto a fresh folder from the bucket alone, a seconds-level cron schedule,
@@ -43,20 +43,30 @@ LONG_RUNNING = threading.Event()
 (a job that is only active in Redis may still be on its way into the worker's hands)."""
 
 
-def handler(job: Any) -> Any:
-    kind = job.payload["kind"]
-    if kind == "poison":
-        raise ValueError("this payload can never succeed")
-    if kind == "flaky" and job.attempts == 1:
-        raise ConnectionError("transient failure, will retry")
-    if kind == "long":
-        LONG_RUNNING.set()
-        for _ in range(200):  # a cooperative handler: checks its token at safe points
-            found = echomq.cancel.check(job.cancel_token)
-            if found is not None:
-                return echomq.CancelVerdict(found.reason)
-            time.sleep(0.02)
-    return {"ok": job.payload["n"]}
+def demo_app(conn: echomq.Connection) -> tuple[echomq.App, echomq.Task[..., Any]]:
+    """The demo's App and its one task, ``demo.process``: ok, flaky (fails its first
+    attempt), poison (always fails) or long (runs until cancelled)."""
+    app = echomq.App(conn=conn)
+
+    @app.task(queue=QUEUE, name="demo.process", backoff=echomq.Fixed(100))
+    def process(kind: str, n: int) -> Any:
+        job = echomq.current_job()
+        assert job is not None
+        job.log(f"processing {kind} job {n}")
+        if kind == "poison":
+            raise ValueError("this payload can never succeed")
+        if kind == "flaky" and job.attempts == 1:
+            raise ConnectionError("transient failure, will retry")
+        if kind == "long":
+            LONG_RUNNING.set()
+            for _ in range(200):  # a cooperative task: checks its token at safe points
+                found = echomq.cancel.check(job.cancel_token)
+                if found is not None:
+                    return echomq.CancelVerdict(found.reason)
+                time.sleep(0.02)
+        return {"ok": n}
+
+    return app, process
 
 
 def _wait(predicate: Any, timeout: float = 30.0) -> None:
@@ -185,15 +195,16 @@ def _run(conn: echomq.Connection, remote: Any, root: Path) -> str:
     """The story; returns the poison job's id (for the next steps)."""
     LONG_RUNNING.clear()
     echomq.archive.declare(conn, QUEUE, payload=True)  # record payloads: replay needs them
-    ids = echomq.add_many(conn, QUEUE, [{"kind": "ok", "n": n} for n in range(20)])
-    flaky = echomq.add(conn, QUEUE, {"kind": "flaky", "n": 20})
-    poison = echomq.add(conn, QUEUE, {"kind": "poison", "n": 21}, max_attempts=2)
-    long = echomq.add(conn, QUEUE, {"kind": "long", "n": 22})
-    console.print(f"enqueued {len(ids) + 3} jobs: 20 ok, 1 flaky (retried), 1 poison "
-                  "(dead after 2 tries), 1 long (cancelled while it runs)")
+    app, process = demo_app(conn)
+    ids = process.enqueue_many([("ok", n) for n in range(20)])
+    flaky = process.enqueue("flaky", 20)
+    poison = process.enqueue_with(args=("poison", 21), max_attempts=2)
+    long = process.enqueue("long", 22)
+    console.print(f"enqueued {len(ids) + 3} jobs of the task demo.process: 20 ok, 1 flaky "
+                  "(retried), 1 poison (dead after 2 tries), 1 long (cancelled while it runs)")
 
-    consumer = echomq.Consumer(conn, QUEUE, handler, concurrency=4, cancel=True, record=True,
-                        recovery="stalled", backoff_ms=100, poll_ms=200)
+    consumer = app.worker(concurrency=4, cancel=True, record=True, recovery="stalled",
+                          backoff_ms=100, poll_ms=200)
     worker = threading.Thread(target=consumer.run, kwargs={"install_signals": False})
     worker.start()
     floor_path = root / "floor"
@@ -263,7 +274,7 @@ def _query_and_replay(conn: echomq.Connection, floor_path: Path, forgotten: str)
     console.print(f"job {forgotten} in Redis: {echomq.get_job(conn, QUEUE, forgotten)} "
                   "(forgotten by retention)")
     replayed = echomq.archive.replay(conn, floor_path, QUEUE, forgotten)
-    consumer = echomq.Consumer(conn, QUEUE, handler, concurrency=1, poll_ms=200)
+    consumer = demo_app(conn)[0].worker(concurrency=1, poll_ms=200)
     worker = threading.Thread(target=consumer.run, kwargs={"install_signals": False})
     worker.start()
     try:
