@@ -1,4 +1,9 @@
-"""One worker process for the benchmark: process N no-op jobs, report time and RSS as JSON."""
+"""One worker process for the benchmark: process N no-op jobs, report time and RSS as JSON.
+
+``consumer_worker.py URL QUEUE TOTAL CONCURRENCY PREFETCH [MODE]``: MODE ``plain`` (a
+Consumer with a no-op handler, the default), ``task`` (an App's no-op task, routed by
+name) or ``task3`` (the same task, the worker over three queues ``QUEUE-a``, ``QUEUE-b``
+and ``QUEUE`` in strict order, so every claim round asks two empty queues first)."""
 
 from __future__ import annotations
 
@@ -12,12 +17,24 @@ import echomq
 from echomq.worker.consumer import Consumer
 
 
+def worker(conn: echomq.Connection, queue: str, mode: str, concurrency: int,
+           prefetch: int | None) -> Consumer:
+    options = {"concurrency": concurrency, "prefetch": prefetch, "batch_size": 100,
+               "poll_ms": 50}
+    if mode == "plain":
+        return Consumer(conn, queue, lambda job: None, **options)
+    app = echomq.App(conn=conn)
+    app.task(queue=queue, name="bench.noop")(lambda n: None)
+    queues = [queue] if mode == "task" else [f"{queue}-a", f"{queue}-b", queue]
+    return app.worker(queues, **options).consumer
+
+
 def main() -> None:
     url, queue, total, concurrency, prefetch = sys.argv[1:6]
+    mode = sys.argv[6] if len(sys.argv) > 6 else "plain"
     conn = echomq.connect(url)
-    consumer = Consumer(conn, queue, lambda job: None, concurrency=int(concurrency),
-                        prefetch=None if prefetch == "auto" else int(prefetch),
-                        batch_size=100, poll_ms=50)
+    consumer = worker(conn, queue, mode, int(concurrency),
+                      None if prefetch == "auto" else int(prefetch))
     marks: dict[str, float] = {}
 
     def watch() -> None:

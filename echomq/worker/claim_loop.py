@@ -2,11 +2,13 @@
 
 Over several queues, a round asks them in the order the ``QueuePlan`` gives (strict
 priority, or weighted shares) until the free slots are filled, one claim call per queue
-asked; a round that finds every queue empty parks until an add wakes it or a scheduled
-job falls due. Claimed jobs go into the Consumer's ``Held`` ledger and onto the buffer the
-handler threads read. With ``prefetch=None`` the buffer adapts to the observed
-handler time, so many short jobs get deep buffers and batched round trips and
-long ones get shallow buffers whose leases do not lapse before they run.
+asked. A queue that answered empty is skipped for :data:`EMPTY_SKIP_S` unless an add
+into it is announced first, so a busy queue behind idle ones does not pay a wasted round
+trip per idle queue on every round; a round that finds every queue empty parks until an
+add wakes it or a scheduled job falls due. Claimed jobs go into the Consumer's ``Held``
+ledger and onto the buffer the handler threads read. With ``prefetch=None`` the buffer
+adapts to the observed handler time, so many short jobs get deep buffers and batched
+round trips and long ones get shallow buffers whose leases do not lapse before they run.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ from echomq.worker.queues import QueuePlan
 
 log = logging.getLogger("echomq.consumer")
 
+EMPTY_SKIP_S = 0.05
+"""How long a queue that answered a claim with nothing is left out of the rounds (an
+announced add ends it at once; a scheduled job falling due waits at most this long)."""
+
 
 class ClaimLoop:
     """Claims for one Consumer; runs on the thread that called ``Consumer.run``."""
@@ -52,6 +58,19 @@ class ClaimLoop:
         self.wake = threading.Event()
         """Set when a job is added to the queue (through pub/sub) or a stop comes."""
         self._job_seconds = lease_ms / 1000  # a running estimate; pessimistic at first
+        self._marks = threading.Lock()
+        self._empty_until: dict[str, float] = {}
+        """Queues that answered empty, and until when (monotonic) rounds skip them."""
+        self._adds: dict[str, int] = dict.fromkeys(plan.names, 0)
+        """Adds announced per queue: a claim that answered empty while one was announced
+        does not mark its queue empty."""
+
+    def added(self, queue: str) -> None:
+        """An add into ``queue`` was announced (pub/sub): ask it again, wake the loop."""
+        with self._marks:
+            self._adds[queue] = self._adds.get(queue, 0) + 1
+            self._empty_until.pop(queue, None)
+        self.wake.set()
 
     def run(self, stop: threading.Event) -> None:
         """Claim a batch whenever enough slots are free; park while every queue is empty."""
@@ -76,14 +95,33 @@ class ClaimLoop:
     def _claim_round(self, want: int) -> int:
         """Ask the plan's queues in order until ``want`` jobs are claimed; how many were."""
         got = 0
+        several = len(self.plan.keys) > 1
         for keys in self.plan.round():
+            queue = keys.queue
+            if several and self._skipped(queue):
+                continue
+            adds = self._adds.get(queue, 0)
             sent = time.monotonic()
             flat = self._claim(keys, want - got)
             if flat:
-                got += self._dispatch(keys.queue, flat, sent + self.lease_ms / 1000)
+                got += self._dispatch(queue, flat, sent + self.lease_ms / 1000)
                 if got >= want:
                     break
+            elif several:
+                self._mark_empty(queue, adds, sent)
+        if not got and several:
+            with self._marks:  # parking: the next round, after a wake-up, asks every queue
+                self._empty_until.clear()
         return got
+
+    def _skipped(self, queue: str) -> bool:
+        until = self._empty_until.get(queue)
+        return until is not None and time.monotonic() < until
+
+    def _mark_empty(self, queue: str, adds: int, sent: float) -> None:
+        with self._marks:
+            if self._adds.get(queue, 0) == adds:  # no add announced since the claim left
+                self._empty_until[queue] = sent + EMPTY_SKIP_S
 
     def _claim(self, keys: Keys, count: int) -> Any:
         call = transitions.claim_call(keys, self.lease_ms, count)

@@ -167,7 +167,7 @@ class Consumer:
         self._beat = Beat(self.conn, self.plan, self._held, lease_ms=self.lease_ms,
                           auto_extend=self.auto_extend, recovery=self.recovery,
                           max_stalled=self.max_stalled)
-        self._subscription = Subscription(self.conn, self.plan, self._held, self._claims.wake,
+        self._subscription = Subscription(self.conn, self.plan, self._held, self._claims.added,
                                           cancel=self.cancel)
 
     @property

@@ -9,8 +9,8 @@ a ``cancel`` event for a held job sets its cancel token. A lost server is reconn
 from __future__ import annotations
 
 import logging
-import threading
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -25,12 +25,12 @@ log = logging.getLogger("echomq.consumer")
 class Subscription:
     """Listens on each queue's events channel, on redis-py's pub/sub thread."""
 
-    def __init__(self, conn: Connection, plan: QueuePlan, held: Held, wake: threading.Event,
-                 *, cancel: bool) -> None:
+    def __init__(self, conn: Connection, plan: QueuePlan, held: Held,
+                 added: Callable[[str], None], *, cancel: bool) -> None:
         self.conn = conn
         self.plan = plan
         self.held = held
-        self.wake = wake
+        self.added = added
         self.cancel = cancel
         self._thread: Any = None
 
@@ -53,7 +53,7 @@ class Subscription:
         if event is None:
             return
         if event.event == "added":
-            self.wake.set()
+            self.added(queue)
         elif event.event == "cancel" and self.cancel and event.job_id:
             job = self.held.cancel(queue, event.job_id, event.reason)
             if job is not None:
