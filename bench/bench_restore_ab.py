@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent.parent
 CHILD = r"""
 import json, sys, time
 from echomq.archive import Floor, restore
-from echomq.archive.remote import S3Remote
+from echomq.archive.s3_remote import S3Remote
 a = json.loads(sys.argv[1])
 remote = S3Remote(a["bucket"], a["prefix"], endpoint_url=a["url"], region="us-east-1",
                   aws_access_key_id=a["key"], aws_secret_access_key=a["secret"])

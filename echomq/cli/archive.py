@@ -30,7 +30,8 @@ from echomq.archive.entries import Outcome, iter_jsonl
 from echomq.archive.floor import Floor
 from echomq.archive.floor_gaps import Gap
 from echomq.archive.report import FoldReport
-from echomq.archive.restore import restore, verify
+from echomq.archive.restore import restore
+from echomq.archive.verify import verify
 from echomq.cli.app import Group, connect
 from echomq.cli.remote import RemoteSettings, remote_options
 from echomq.cli.text import human, human_row
