@@ -26,11 +26,11 @@ from echomq.queue.declared import declare, declared_queues, undeclare
 @click.command("declare")
 @click.argument("queues", nargs=-1, required=True)
 @url_option
-@click.option("--record", type=click.Choice(["remote", "floor"]),
-              help="Name the archive of record: the remote (--bucket...) or the floor "
+@click.option("--custodian", type=click.Choice(["remote", "floor"]),
+              help="Name the queue's custodian: the remote (--bucket...) or the floor "
                    "(--floor). Only a driver writing to it trims. Default: unchanged; "
-                   "unset, the first driver WITH A REMOTE that trims claims it (a "
-                   "floor-only driver only with --claim-record).")
+                   "unset, the first driver WITH A REMOTE that trims claims custody (a "
+                   "floor-only driver only with --claim-custody).")
 @click.option("--payload/--no-payload", default=None,
               help="Also record each job's name and payload with its outcome (what "
                    "`emq archive replay` needs; off unless asked). Default: unchanged.")
@@ -38,14 +38,14 @@ from echomq.queue.declared import declare, declared_queues, undeclare
 @remote_options
 @click.pass_context
 def declare_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None,
-                record: str | None, payload: bool | None, floor_path: str,
+                custodian: str | None, payload: bool | None, floor_path: str,
                 s3: RemoteSettings) -> None:
     """Record every outcome of QUEUES (dead-letters too) and archive their streams."""
     conn = connect(ctx, url)
     target: Any = None
-    if record == "remote":
+    if custodian == "remote":
         target = s3.need()
-    elif record == "floor":
+    elif custodian == "floor":
         target = Floor(floor_path)
     try:
         for queue in queues:
@@ -73,21 +73,21 @@ def undeclare_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None) 
 @remote_options
 @click.option("--slice-count", type=click.IntRange(min=1), default=5000, show_default=True,
               help="Stream entries per slice at most.")
-@click.option("--claim-record", is_flag=True,
-              help="Make this floor (or the remote, with --bucket) the archive of record "
-                   "of a queue that has none, so this fold trims the stream. Without a "
+@click.option("--claim-custody", is_flag=True,
+              help="Make this floor (or the remote, with --bucket) the custodian of a "
+                   "queue that has none, so this fold trims the stream. Without a "
                    "remote and without this flag, such a queue is folded into the floor "
                    "and NOT trimmed (the stream keeps every entry for the deployment's "
                    "own archive).")
 @json_option
 @click.pass_context
 def fold_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None, floor_path: str,
-             s3: RemoteSettings, slice_count: int, claim_record: bool, as_json: bool) -> None:
+             s3: RemoteSettings, slice_count: int, claim_custody: bool, as_json: bool) -> None:
     """Fold QUEUES (default: every declared queue) into the floor and the remote.
 
-    Only the archive of record's driver trims the stream. A queue that has none
-    (`emq archive declare Q --record floor|remote` names it) is claimed by a fold with a
-    remote (--bucket) or with --claim-record; a floor-only fold without the flag folds
+    Only the custodian's driver trims the stream. A queue that has none
+    (`emq archive declare Q --custodian floor|remote` names it) is claimed by a fold with
+    a remote (--bucket) or with --claim-custody; a floor-only fold without the flag folds
     a copy into its floor and trims nothing, so a one-off fold never takes a stream
     from the deployment's archive. Each untrimmed queue is named on stderr.
 
@@ -105,7 +105,7 @@ def fold_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None, floor
         try:
             driver = Driver(conn, floor_path, remote, slice_count=slice_count,
                             progress=lambda queue, n: ticks[queue](n),
-                            claim_record=True if claim_record else None)
+                            claim_custody=True if claim_custody else None)
         except EchoMQError as exc:  # the floor cannot open: every queue failed
             reports.extend(FoldReport(q, error=repr(exc)) for q in names)
             return
