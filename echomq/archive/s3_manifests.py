@@ -27,6 +27,7 @@ class S3Manifests:
         self.s3 = bucket
 
     def key(self, queue: str) -> str:
+        """The manifest's key: beside the queue's ``slices/``, under the prefix."""
         return f"{self.s3.prefix}{queue}/manifest.json"
 
     def read(self, queue: str) -> Manifest | None:

@@ -19,16 +19,19 @@ DEFAULT_FLOOR = "./.echomq/floor"
 
 
 def floor_option(fn: F) -> F:
+    """``--floor`` (``$EMQ_FLOOR``): one default for every command, so they meet."""
     return click.option("--floor", "floor_path", default=DEFAULT_FLOOR, envvar="EMQ_FLOOR",
                         show_default=True, help="The LMDB floor directory.")(fn)
 
 
 def json_option(fn: F) -> F:
+    """``--json``: output for scripts, times in ms since the epoch."""
     return click.option("--json", "as_json", is_flag=True,
                         help="Machine-readable output (times in ms since the epoch).")(fn)
 
 
 def url_option(fn: F) -> F:
+    """A command's own ``--url``, which overrides the root's."""
     return click.option("--url", envvar=["EMQ_URL", "EMQ_REDIS_URL"],
                         help="Redis/Valkey URL (default: the root's --url, else the "
                              "embedded server of --data-dir).")(fn)
