@@ -34,7 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from echomq.archive import Driver, Floor, accel, declare, restore
-from echomq.archive.remote import S3Remote
+from echomq.archive.s3_remote import S3Remote
 from echomq.queue.connection import connect
 from echomq.queue.keys import Keys
 from echomq.servers.seaweed import SeaweedS3

@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 
 from echomq.archive import Driver, compact, declare, restore, verify
-from echomq.archive.remote import S3Remote
+from echomq.archive.s3_remote import S3Remote
 from echomq.queue.connection import connect
 from echomq.servers.seaweed import SeaweedS3
 from echomq.servers.valkey import EmbeddedValkey

@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 from echomq.archive import declare
-from echomq.archive.remote import S3Remote
+from echomq.archive.s3_remote import S3Remote
 from echomq.queue.connection import Connection, connect
 from echomq.servers.seaweed import SeaweedS3
 from echomq.servers.valkey import EmbeddedValkey

@@ -29,8 +29,7 @@ HERE = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
 import json, sys, time
-from echomq.archive import Floor, restore
-from echomq.archive.remote import S3Remote
+from echomq.archive import Floor, S3Remote, restore
 a = json.loads(sys.argv[1])
 remote = S3Remote(a["bucket"], a["prefix"], endpoint_url=a["url"], region="us-east-1",
                   aws_access_key_id=a["key"], aws_secret_access_key=a["secret"])
@@ -40,7 +39,7 @@ with Floor(a["floor"], map_size=1 << 30) as floor:
     report = restore(remote, floor, [a["queue"]], progress=False)[a["queue"]]
 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
 n = report.entries + report.quarantined
-print(json.dumps({"code": sys.modules["echomq.archive.restore"].__file__, "rate": n / wall,
+print(json.dumps({"code": sys.modules["echomq.archive"].__file__, "rate": n / wall,
                   "wall": wall / n * 1e6, "cpu": cpu / n * 1e6}))
 """
 

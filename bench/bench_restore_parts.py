@@ -28,7 +28,7 @@ from echomq.archive import Floor, restore
 from echomq.archive.floor_rows import index_rows
 from echomq.archive.floor_state import queue_key
 from echomq.archive.quiet_gc import quiet_gc
-from echomq.archive.remote import S3Remote
+from echomq.archive.s3_remote import S3Remote
 from echomq.archive.slices import decode_slice
 
 PARTS = ("download", "decode", "index rows", "floor commit", "whole restore")

@@ -21,13 +21,13 @@ def main() -> None:
     conn = connect(spec["url"], prefix=spec["prefix"])
     driver = Driver(conn, spec["floor"], S3Remote(**spec["remote"]),
                     slice_count=spec["slice_count"], lease_ms=10_000, name=spec["name"])
-    driver.beat()  # counted before anyone folds: nobody takes every queue at first
+    driver.heartbeat()  # counted before anyone folds: nobody takes every queue at first
     print("ready", flush=True)
-    beat = time.monotonic()
+    sent = time.monotonic()
     while not os.path.exists(spec["go_file"]):  # keep counted while the others start
-        if time.monotonic() - beat > 1:
-            driver.beat()
-            beat = time.monotonic()
+        if time.monotonic() - sent > 1:
+            driver.heartbeat()
+            sent = time.monotonic()
         time.sleep(0.005)
     totals = {"entries": 0, "pulled": 0, "uploaded": 0, "queues": set(), "busy_s": 0.0}
     while not os.path.exists(spec["stop_file"]):

@@ -20,10 +20,13 @@ from echomq.archive.prune import (
     prune_declared,
     set_keep,
 )
-from echomq.archive.remote import Remote, S3Remote
+from echomq.archive.remote import Remote
 from echomq.archive.replay import replay
-from echomq.archive.report import FoldReport
-from echomq.archive.restore import QueueReport, plan, restore, verify
+from echomq.archive.report import FoldReport, QueueReport
+from echomq.archive.restore import restore
+from echomq.archive.restore_plan import plan
+from echomq.archive.s3_remote import S3Remote
+from echomq.archive.verify import verify
 from echomq.errors import (
     ChainBroken,
     FloorError,

@@ -14,7 +14,7 @@ verified by splitting it back into those slices (:mod:`echomq.archive.packs`), s
 floor's uploaded digests and kept ``head_digest`` pins stay valid, and tampering with a
 pack is named by ``verify``. The newest object is never merged (a fold may still be
 confirming it). The fold lease keeps folds and prunes out while it runs: renewed as each
-object is read, and by a beat while one call lists or deletes a page at a time.
+object is read, and by a thread renewing it while one call lists or deletes a page at a time.
 """
 
 from __future__ import annotations

@@ -58,8 +58,8 @@ class Custody:
                 f"claim one for {writes} (only a driver with a remote claims it unasked), "
                 "so it folds into its floor but never trims (nor marks the stream folded "
                 "for retention); to make this floor the record: "
-                f"`emq archive declare {queue} --record floor`, `emq archive fold "
-                "--claim-record`, or Driver(..., claim_record=True)")
+                f"`emq archive declare {queue} --custodian floor`, `emq archive fold "
+                "--claim-custody`, or Driver(..., claim_custody=True)")
         else:
             reason = (
                 f"the archive of record of {queue!r} is {record}; this driver writes "

@@ -57,7 +57,7 @@ class Driver:
     ``progress(queue, n)`` is told the entries each slice committed to the floor (the CLI
     draws a bar with it).
 
-    ``claim_record`` says whether this driver claims a stream whose archive of record
+    ``claim_custody`` says whether this driver claims custody of a stream whose custodian
     nobody declared, atomically inside its first fenced trim: ``None`` (default) claims
     for a remote and never for a floor alone (a floor-only driver then folds into its
     floor, trims nothing, marks nothing, and says so in ``trim_refused``); ``True``
@@ -79,15 +79,15 @@ class Driver:
         compress_level: int = 1,
         name: str | None = None,
         progress: Callable[[str, int], None] | None = None,
-        claim_record: bool | None = None,
+        claim_custody: bool | None = None,
     ) -> None:
         for what, value in (("slice_count", slice_count), ("slice_bytes", slice_bytes),
                             ("lease_ms", lease_ms)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise InvalidArgument(f"{what} must be a positive integer, got {value!r}")
-        if claim_record is not None and not isinstance(claim_record, bool):
-            raise InvalidArgument(f"claim_record must be True, False or None, got "
-                                  f"{claim_record!r}")
+        if claim_custody is not None and not isinstance(claim_custody, bool):
+            raise InvalidArgument(f"claim_custody must be True, False or None, got "
+                                  f"{claim_custody!r}")
         self.conn = conn
         self.redis = conn.redis
         # The same pool, minus redis-py's per-entry reply parsing: XRANGE is the hot read.
@@ -107,7 +107,7 @@ class Driver:
         self.compress_level = compress_level
         self.name = check_driver_name(name) if name is not None else default_name()
         self._custody = Custody(conn, self.floor, remote,
-                                remote is not None if claim_record is None else claim_record)
+                                remote is not None if claim_custody is None else claim_custody)
         self._lease_token = f"{self.name}/{uuid.uuid4().hex}"
         self._folding = threading.Lock()
         self.folding: str | None = None
@@ -119,8 +119,8 @@ class Driver:
                             self._custody.not_ours)
 
     @property
-    def claim_record(self) -> bool:
-        """Whether this driver claims an archive of record nobody declared."""
+    def claim_custody(self) -> bool:
+        """Whether this driver claims custody of a stream whose custodian nobody declared."""
         return self._custody.claim
 
     def close(self) -> None:
@@ -217,11 +217,11 @@ class Driver:
         """
         return self._share.run()
 
-    def beat(self) -> int:
+    def heartbeat(self) -> int:
         """Count this driver among the live ones now (``fold_declared`` does it each
-        pass); returns how many are alive. Drivers started together beat first, so none
-        takes every queue in its first pass."""
-        return self._share.roster.beat()
+        pass); returns how many are alive. Drivers started together send a heartbeat
+        first, so none takes every queue in its first pass."""
+        return self._share.roster.heartbeat()
 
     def lease_holder(self, queue: str) -> str | None:
         """The name of the driver holding ``queue``'s fold lease now (None: free, or a

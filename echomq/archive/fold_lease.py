@@ -67,14 +67,14 @@ class FoldLease:
         lease lost stops here; the next fenced step raises it."""
         stop = threading.Event()
 
-        def beat() -> None:
+        def keep_renewing() -> None:
             while not stop.wait(self.lease_ms / 3000):
                 try:
                     self.renew()
                 except (EchoMQError, redis.RedisError):
                     return
 
-        thread = threading.Thread(target=beat, name="emq-lease-kept", daemon=True)
+        thread = threading.Thread(target=keep_renewing, name="emq-lease-kept", daemon=True)
         thread.start()
         try:
             yield

@@ -4,8 +4,9 @@ fold's tally, counted as it goes and frozen once into its report."""
 from __future__ import annotations
 
 import time
-from dataclasses import FrozenInstanceError, dataclass, fields
+from dataclasses import FrozenInstanceError, dataclass, field, fields
 
+from echomq.archive.slices import GENESIS
 from echomq.archive.stream_ids import ZERO_ID
 
 
@@ -13,7 +14,7 @@ from echomq.archive.stream_ids import ZERO_ID
 class ArchiveReport:
     """One queue's counts: slices handled, stream entries in them, quarantined among them.
 
-    :class:`FoldReport` (a fold) and :class:`~echomq.archive.restore.QueueReport` (a
+    :class:`FoldReport` (a fold) and :class:`QueueReport` (a
     restore or a verify) extend it.
     """
 
@@ -72,6 +73,20 @@ class FoldReport(ArchiveReport):
 
     def __delattr__(self, name: str) -> None:
         raise FrozenInstanceError(f"cannot delete field {name!r} of a FoldReport")
+
+
+@dataclass(slots=True)
+class QueueReport(ArchiveReport):
+    """What restore or verify found for one queue. ``head_digest`` fixes the whole chain:
+    keep it somewhere else to check the bucket against later (``verify(pins=...)``)."""
+
+    skipped: int = 0
+    head: str = ZERO_ID
+    orphans: list[str] = field(default_factory=list)
+    head_digest: str = GENESIS
+    rebuilt: bool = False
+    objects: int = 0
+    pruned_through: str = ZERO_ID
 
 
 _COUNTS = ("entries", "quarantined", "slices", "uploaded", "pulled", "dropped", "trimmed",

@@ -1,11 +1,11 @@
 """Many drivers over one deployment's declared queues: who is alive, and a fair share.
 
-Each driver that folds every declared queue (``Driver.fold_declared``) beats into one
-sorted set per prefix, scored by when its beat lapses on the server clock. The number of
+Each driver that folds every declared queue (``Driver.fold_declared``) sends its heartbeat
+into one sorted set per prefix, scored by when it lapses on the server clock. The number of
 live drivers gives each its fair share of the queues, ``ceil(queues / drivers)``: a driver
 keeps the fold leases of the queues it folded between passes (that is what keeps a queue
 on one floor), takes a free queue only while under its share, and gives back what it holds
-beyond it, so a driver that joins finds queues to take. A driver that dies stops beating
+beyond it, so a driver that joins finds queues to take. A driver that dies stops its heartbeat
 and its leases lapse: within one lease another driver takes its queues.
 
 :class:`Roster` is the set of live drivers; :class:`Share` is one driver's part: the
@@ -78,7 +78,7 @@ class Roster:
         self.ttl_ms = ttl_ms
         self.joined = False
 
-    def beat(self) -> int:
+    def heartbeat(self) -> int:
         """Renew this driver's entry, drop lapsed ones; how many drivers are alive."""
         now = slot_ms(self.redis, self.key)
         pipe = self.redis.pipeline(transaction=True)  # one key: one slot
@@ -96,7 +96,7 @@ class Roster:
             self.joined = False
 
     def live(self) -> list[str]:
-        """The names of the drivers whose beat has not lapsed."""
+        """The names of the drivers whose heartbeat has not lapsed."""
         now = slot_ms(self.redis, self.key)
         return sorted(str(n) for n in self.redis.zrangebyscore(self.key, f"({now}", "+inf"))
 
@@ -133,7 +133,7 @@ class Share:
     def run(self) -> dict[str, FoldReport]:
         """One pass over every declared queue (see ``Driver.fold_declared``)."""
         queues = declared_queues(self.conn)
-        share = fair_share(len(queues), self.roster.beat())
+        share = fair_share(len(queues), self.roster.heartbeat())
         self._renewed = time.monotonic()
         declared = set(queues)
         for queue in [q for q in self.held if q not in declared]:  # undeclared since
@@ -175,7 +175,7 @@ class Share:
         return report
 
     def _keep_held(self) -> None:
-        """Renew every kept lease and this driver's beat once a third of a lease has gone
+        """Renew every kept lease and this driver's heartbeat once a third of a lease has gone
         by, so a pass longer than the lease neither lets this driver's other queues lapse
         to other floors nor has the others count it gone."""
         now = time.monotonic()
@@ -183,7 +183,7 @@ class Share:
             return
         self._renewed = now
         with suppress(*REDIS_FAILED):
-            self.roster.beat()
+            self.roster.heartbeat()
         for queue in list(self.held):
             try:
                 self.lease(queue).renew()

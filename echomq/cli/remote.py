@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from echomq.archive.remote import S3Remote
+    from echomq.archive.s3_remote import S3Remote
 
 _OPTIONS = [
     click.option("--bucket", envvar="EMQ_S3_BUCKET", help="S3 bucket (none: floor only)."),
@@ -48,7 +48,7 @@ class RemoteSettings:
             if required:
                 raise click.UsageError("this command needs --bucket (or EMQ_S3_BUCKET)")
             return None
-        from echomq.archive.remote import S3Remote
+        from echomq.archive.s3_remote import S3Remote
 
         return S3Remote(self.bucket, self.prefix, endpoint_url=self.endpoint_url,
                         region=self.region, request_checksum_calculation=self.checksum,

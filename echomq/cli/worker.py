@@ -146,11 +146,11 @@ def app_worker(ctx: click.Context, app: App, queue_spec: str | None,
 @click.option("--floor", default=".echomq/floor", show_default=True,
               help="The LMDB floor; the remote comes from --bucket and the other S3 "
               "options (EMQ_S3_*; no bucket: floor only).")
-@click.option("--claim-record", is_flag=True,
-              help="With --fold: claim the archive of record of a declared queue that has "
-              "none for this floor even without a bucket, so its stream is trimmed (a "
-              "floor alone never claims it unasked; `emq archive declare Q --record "
-              "floor` names it once instead).")
+@click.option("--claim-custody", is_flag=True,
+              help="With --fold: claim custody of a declared queue that has no custodian "
+              "for this floor even without a bucket, so its stream is trimmed (a floor "
+              "alone never claims it unasked; `emq archive declare Q --custodian floor` "
+              "names it once instead).")
 @click.option("--retention/--no-retention", default=True, show_default=True,
               help="Apply every queue's retention policy (emq retention).")
 @click.option("--retention-interval", "retention_interval_ms", type=POSITIVE_DURATION,
@@ -164,7 +164,7 @@ def app_worker(ctx: click.Context, app: App, queue_spec: str | None,
 def scheduler(ctx: click.Context, queues: tuple[str, ...], interval_ms: int, max_stalled: int,
               cron: bool, cron_interval_ms: int, fold: bool, fold_interval_ms: int,
               fold_lease_ms: int | None, driver_name: str | None, floor: str,
-              claim_record: bool, retention: bool, retention_interval_ms: int,
+              claim_custody: bool, retention: bool, retention_interval_ms: int,
               prune_interval_ms: int, s3: RemoteSettings) -> None:
     """Run the cron schedules, the stalled sweep, the archive fold and retention on
     APScheduler until interrupted. Refuses to start with nothing to schedule (--no-cron,
@@ -198,7 +198,7 @@ def scheduler(ctx: click.Context, queues: tuple[str, ...], interval_ms: int, max
         from echomq.archive.prune import prune_declared
 
         driver = Driver(conn, floor, s3.build(), lease_ms=lease_ms, name=driver_name,
-                        claim_record=True if claim_record else None)
+                        claim_custody=True if claim_custody else None)
         batch.add_fold(driver.fold_declared, interval_ms=fold_interval_ms)
         batch.add_fold(partial(prune_declared, conn, driver.floor, driver.remote),
                        interval_ms=prune_interval_ms, name="prune")

@@ -11,7 +11,7 @@ at endpoint`` for a remote or ``floor:<id>`` for one floor (its own id, kept ins
 It is set by ``declare(conn, q, archive=remote_or_floor)``, or, when nobody declared one,
 claimed by the first driver that trims and claims (atomically, inside the fenced trim): a
 driver with a remote claims unasked, a floor alone only when told to
-(``Driver(claim_record=True)``, ``emq archive fold --claim-record``), so a one-off local
+(``Driver(claim_custody=True)``, ``emq archive fold --claim-custody``), so a one-off local
 fold never takes the stream from the deployment's archive. A driver that writes neither
 to it (or does not claim an unset one) may fold into its own floor but never trims, and
 says so.

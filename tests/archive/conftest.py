@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from echomq.archive.remote import S3Remote
+from echomq.archive.s3_remote import S3Remote
 from echomq.servers.seaweed import SeaweedS3
 from tests.support.archive import bucket_name, remote_on
 

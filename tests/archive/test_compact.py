@@ -32,7 +32,7 @@ from echomq.archive import (
     verify,
 )
 from echomq.archive.fold_lease import FoldLease
-from echomq.archive.restore import plan
+from echomq.archive.restore_plan import plan
 from echomq.cli.archive import archive_cli
 from echomq.errors import InvalidArgument, LeaseHeld, RemoteUnavailable
 from echomq.queue.connection import connect

@@ -121,7 +121,7 @@ def test_a_one_off_floor_only_fold_takes_nothing_from_the_s3_driver(
     assert json.loads(one_off.stdout)["entries"] == 30
     assert json.loads(one_off.stdout)["trimmed"] == 0
     assert f"not trimmed {rec.queue}: no archive of record is declared" in one_off.stderr
-    assert "--claim-record" in one_off.stderr
+    assert "--claim-custody" in one_off.stderr
     assert rec.conn.redis.xlen(rec.key) == 30
     assert archive_of_record(rec.conn, rec.queue) is None
     assert rec.conn.redis.hget(rec.conn.keys(rec.queue).meta, "folded") is None
@@ -139,11 +139,11 @@ def test_a_one_off_floor_only_fold_takes_nothing_from_the_s3_driver(
 
 def test_claiming_the_record_for_a_floor_is_explicit(
         rec: Recorder, tmp_path: Path) -> None:
-    """``--claim-record`` (or ``claim_record=True``, or declaring the floor) makes a floor
+    """``--claim-custody`` (or ``claim_custody=True``, or declaring the floor) makes a floor
     the record: that fold trims, and the record names the floor."""
     rec.add(12)
     claimed = fold_cli(rec.queue, "--url", rec.conn.url, "--floor", str(tmp_path / "floor"),
-                       "--claim-record", "--json")
+                       "--claim-custody", "--json")
     assert claimed.exit_code == 0, claimed.output
     assert json.loads(claimed.stdout)["trimmed"] == 12 and "not trimmed" not in claimed.stderr
     with Floor(tmp_path / "floor") as floor:
@@ -155,27 +155,27 @@ def test_claiming_the_record_for_a_floor_is_explicit(
     Recorder(rec.conn, other).add(4)
     with Floor(tmp_path / "lib") as floor:
         assert Driver(rec.conn, floor).fold(other).trimmed == 0  # unasked: a copy
-        report = Driver(rec.conn, floor, claim_record=True).fold(other)
+        report = Driver(rec.conn, floor, claim_custody=True).fold(other)
         assert report.trimmed == 4 and archive_of_record(rec.conn, other) == \
             floor.record_address()
-    with pytest.raises(InvalidArgument, match="claim_record"):
-        Driver(rec.conn, tmp_path / "lib", claim_record="yes")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="claim_custody"):
+        Driver(rec.conn, tmp_path / "lib", claim_custody="yes")  # type: ignore[arg-type]
 
 
 def test_a_driver_told_never_to_claim_leaves_an_unset_record_alone(
         rec: Recorder, weed_remote: S3Remote, tmp_path: Path) -> None:
     rec.add(3)
     report = Driver(rec.conn, tmp_path / "floor", weed_remote,
-                    claim_record=False).fold(rec.queue)
+                    claim_custody=False).fold(rec.queue)
     assert (report.uploaded, report.trimmed) == (1, 0)
     assert "no archive of record is declared" in (report.trim_refused or "")
     assert archive_of_record(rec.conn, rec.queue) is None
 
 
-def test_the_scheduler_claims_a_floor_only_with_claim_record(
+def test_the_scheduler_claims_a_floor_only_with_claim_custody(
         rconn: Connection, tmp_path: Path) -> None:
     """``emq scheduler --fold`` without a bucket folds copies and trims nothing; with
-    ``--claim-record`` its floor becomes the record and the stream is trimmed."""
+    ``--claim-custody`` its floor becomes the record and the stream is trimmed."""
     import os
     import signal
     import subprocess
@@ -206,7 +206,7 @@ def test_the_scheduler_claims_a_floor_only_with_claim_record(
         with Floor(floor) as opened:
             return opened.status(rec.queue).entries if rec.queue in opened.queues() else 0
 
-    for flags, trimmed in (((), False), (("--claim-record",), True)):
+    for flags, trimmed in (((), False), (("--claim-custody",), True)):
         floor = tmp_path / f"floor-{len(flags)}"
         proc = scheduler(floor, *flags)
         try:
@@ -229,3 +229,34 @@ def test_the_scheduler_claims_a_floor_only_with_claim_record(
     with Floor(tmp_path / "floor-1") as floor:
         assert archive_of_record(rec.conn, rec.queue) == floor.record_address()
     rec.conn.close()
+
+
+def test_the_old_custody_and_heartbeat_names_are_gone(rec: Recorder, tmp_path: Path) -> None:
+    """Issue 21 renamed custody's and the driver heartbeat's code names to the glossary's
+    words (CHANGELOG.md lists them), with no alias: an old flag is refused by click, an
+    old keyword by Python, and the new ones work."""
+    from click.testing import CliRunner
+
+    from echomq.cli import main as emq
+
+    floor = str(tmp_path / "floor")
+    old_fold = fold_cli(rec.queue, "--url", rec.conn.url, "--floor", floor, "--claim-record")
+    assert old_fold.exit_code == 2
+    assert "No such option '--claim-record'. Did you mean '--claim-custody'?" in old_fold.output
+    old_declare = CliRunner().invoke(emq, ["archive", "declare", rec.queue, "--url",
+                                           rec.conn.url, "--record", "floor"])
+    assert old_declare.exit_code == 2 and "No such option '--record'" in old_declare.output
+    old_scheduler = CliRunner().invoke(emq, ["scheduler", "--fold", "--claim-record"])
+    assert old_scheduler.exit_code == 2
+    assert "No such option '--claim-record'" in old_scheduler.output
+
+    with pytest.raises(TypeError, match="claim_record"):
+        Driver(rec.conn, tmp_path / "old", claim_record=True)  # type: ignore[call-arg]
+    declared = CliRunner().invoke(emq, ["archive", "declare", rec.queue, "--url",
+                                        rec.conn.url, "--custodian", "floor", "--floor", floor])
+    assert declared.exit_code == 0, declared.output
+    with Floor(floor) as opened:
+        assert archive_of_record(rec.conn, rec.queue) == opened.record_address()
+    with Driver(rec.conn, tmp_path / "new", claim_custody=True) as driver:
+        assert driver.claim_custody is True and not hasattr(driver, "claim_record")
+        assert driver.heartbeat() >= 1 and not hasattr(driver, "beat")

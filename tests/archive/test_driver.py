@@ -75,7 +75,7 @@ def test_floor_only_then_a_remote_uploads_the_backlog(rec: Recorder, weed_remote
                                                       floor_path: Path) -> None:
     rec.add(60)
     with Floor(floor_path) as floor:
-        report = Driver(rec.conn, floor, slice_count=20, claim_record=True).fold(rec.queue)
+        report = Driver(rec.conn, floor, slice_count=20, claim_custody=True).fold(rec.queue)
         assert (report.slices, report.uploaded, report.trimmed) == (3, 0, 60)
         assert floor.status(rec.queue).pending == 3  # recorded, never uploaded
         late = Driver(rec.conn, floor, weed_remote, slice_count=20).fold(rec.queue)
@@ -93,7 +93,7 @@ def test_an_undeclared_stream_is_never_trimmed(rconn: Connection, queue: str,
     assert rconn.redis.xlen(rec.key) == 10
     # undeclared between the floor commit and the trim: the fenced trim refuses
     declare(rconn, queue)
-    driver = Driver(rconn, floor_path, claim_record=True,
+    driver = Driver(rconn, floor_path, claim_custody=True,
                     hook=lambda p: p == "before_trim" and undeclare(rconn, queue))
     with pytest.raises(NotDeclared):
         driver.fold(queue)
@@ -142,10 +142,10 @@ def test_a_lost_lease_stops_before_the_trim(rec: Recorder, floor_path: Path) -> 
             rec.conn.redis.set(lease_key, "someone-else", px=60_000)
 
     with pytest.raises(LeaseLost):
-        Driver(rec.conn, floor_path, slice_count=10, hook=steal, claim_record=True).fold(rec.queue)
+        Driver(rec.conn, floor_path, slice_count=10, hook=steal, claim_custody=True).fold(rec.queue)
     assert rec.conn.redis.xlen(rec.key) == 20
     rec.conn.redis.delete(lease_key)
-    report = Driver(rec.conn, floor_path, slice_count=10, claim_record=True).fold(rec.queue)
+    report = Driver(rec.conn, floor_path, slice_count=10, claim_custody=True).fold(rec.queue)
     assert report.trimmed == 20 and report.entries == 10  # the first slice was already in
 
 

@@ -49,7 +49,7 @@ def invoke(*args: str) -> tuple[int, str, str]:
 def test_an_outside_trim_of_unfolded_entries_stops_the_fold(rec: Recorder,
                                                              floor_path: Path) -> None:
     first = rec.add(10)
-    driver = Driver(rec.conn, floor_path, slice_count=4, claim_record=True)
+    driver = Driver(rec.conn, floor_path, slice_count=4, claim_custody=True)
     assert driver.fold(rec.queue).trimmed == 10
     later = rec.add(20)
     rec.conn.redis.execute_command("XTRIM", rec.key, "MINID", "=", later[5])  # 5 lost
@@ -84,7 +84,7 @@ def test_an_outside_trim_of_unfolded_entries_stops_the_fold(rec: Recorder,
 def test_a_deleted_entry_after_the_checkpoint_is_a_gap(rec: Recorder,
                                                        floor_path: Path) -> None:
     rec.add(5)
-    driver = Driver(rec.conn, floor_path, claim_record=True)
+    driver = Driver(rec.conn, floor_path, claim_custody=True)
     driver.fold(rec.queue)
     later = rec.add(10)
     rec.conn.redis.xdel(rec.key, later[3], later[6])
@@ -105,7 +105,7 @@ def test_a_trim_during_the_fold_is_caught_before_the_next_slice(rec: Recorder,
         if point == "after_trim" and rec.conn.redis.xlen(rec.key) == 20:
             rec.conn.redis.execute_command("XTRIM", rec.key, "MINID", "=", ids[15])
 
-    driver = Driver(rec.conn, floor_path, slice_count=10, hook=hook, claim_record=True)
+    driver = Driver(rec.conn, floor_path, slice_count=10, hook=hook, claim_custody=True)
     with pytest.raises(StreamGap) as info:
         driver.fold(rec.queue)
     assert (info.value.after, info.value.count) == (ids[9], 5)
@@ -259,7 +259,7 @@ def test_the_consumer_declare_keeps_the_record(rconn: Connection, queue: str) ->
 
 def test_the_cli_declares_the_record(rec: Recorder, server_url: str, seaweed: SeaweedS3,
                                      tmp_path: Path) -> None:
-    code, _, _ = invoke("declare", rec.queue, "--url", server_url, "--record", "remote",
+    code, _, _ = invoke("declare", rec.queue, "--url", server_url, "--custodian", "remote",
                         "--bucket", "rec-bucket", "--s3-prefix", "p/", "--endpoint-url",
                         seaweed.endpoint_url)
     assert code == 0
@@ -271,7 +271,7 @@ def test_the_cli_declares_the_record(rec: Recorder, server_url: str, seaweed: Se
     code, out, err = invoke("fold", rec.queue, "--url", server_url, "--floor",
                             str(tmp_path / "fl"), "--json")
     assert code == 0 and json.loads(out)["trim_refused"] and json.loads(out)["trimmed"] == 0
-    code, _, _ = invoke("declare", rec.queue, "--url", server_url, "--record", "floor",
+    code, _, _ = invoke("declare", rec.queue, "--url", server_url, "--custodian", "floor",
                         "--floor", str(tmp_path / "fl"))
     with Floor(tmp_path / "fl") as floor:
         assert archive_of_record(rec.conn, rec.queue) == f"floor:{floor.identity()}"
@@ -297,7 +297,7 @@ def test_a_server_failure_mid_fold_is_an_archive_error_and_the_same_driver_goes_
             crashed["n"] += 1
             private_server.kill()
 
-    driver = Driver(conn, floor_path, slice_count=5, hook=kill_once, claim_record=True)
+    driver = Driver(conn, floor_path, slice_count=5, hook=kill_once, claim_custody=True)
     with pytest.raises(StreamUnavailable, match=queue) as caught:
         driver.fold(queue)
     assert caught.value.report.entries == 5  # type: ignore[attr-defined]
@@ -333,7 +333,7 @@ def test_a_floor_removed_or_replaced_while_open_stops_the_trims(
     """Someone deletes (or swaps) the floor's folder under a running driver: LMDB writes
     on into a file nobody can open again, and every trim against it loses history."""
     rec.add(10)
-    driver = Driver(rec.conn, floor_path, slice_count=5, claim_record=True)
+    driver = Driver(rec.conn, floor_path, slice_count=5, claim_custody=True)
     try:
         assert driver.fold(rec.queue).trimmed == 10
         rec.add(10)

@@ -312,7 +312,7 @@ def test_a_driver_without_a_remote_never_takes_another_floors_queue(
     rec = recorders(tenant, 1)["q00"]
     rec.add(5)
     # claims floor:<a> as the record (a floor alone claims only when told to)
-    with Driver(tenant, tmp_path / "a", name="a", claim_record=True) as a:
+    with Driver(tenant, tmp_path / "a", name="a", claim_custody=True) as a:
         assert a.fold_declared()["q00"].trimmed == 5
     rec.add(2)
     with Driver(tenant, tmp_path / "b", name="b") as b:

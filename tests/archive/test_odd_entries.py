@@ -78,7 +78,7 @@ def test_bytes_that_are_not_utf8_are_quarantined_exactly_and_the_stream_is_trimm
 def test_a_floor_only_fold_quarantines_them_too(rec: Recorder, tmp_path: Path) -> None:
     rec.add(5)
     bad = str(rec.conn.redis.xadd(rec.key, BAD["result"]))
-    with Driver(rec.conn, tmp_path / "floor", claim_record=True) as driver:
+    with Driver(rec.conn, tmp_path / "floor", claim_custody=True) as driver:
         report = driver.fold(rec.queue)
         assert (report.entries, report.quarantined) == (6, 1)
         assert [q.stream_id for q in driver.floor.quarantined(rec.queue)] == [bad]
@@ -121,7 +121,7 @@ def test_a_job_id_too_long_for_a_floor_key_is_quarantined(rec: Recorder, tmp_pat
     bad = str(rec.conn.redis.xadd(rec.key, {**BAD["result"], "job": long_id,
                                             "result": "ok"}))
     rec.add(3)
-    with Driver(rec.conn, tmp_path / "floor", slice_count=4, claim_record=True) as driver:
+    with Driver(rec.conn, tmp_path / "floor", slice_count=4, claim_custody=True) as driver:
         report = driver.fold(rec.queue)
         assert (report.entries, report.quarantined, report.error) == (7, 1, None)
         kept, = driver.floor.quarantined(rec.queue)
@@ -159,7 +159,7 @@ def test_a_field_named_twice_is_quarantined_with_both_values(rec: Recorder,
         "XADD", rec.key, "*", "job", "twice", "outcome", "completed", "result", "first",
         "result", "second", "attempts", "1", "at", "1700000000700"))
     rec.add(2)
-    with Driver(rec.conn, tmp_path / "floor", claim_record=True) as driver:
+    with Driver(rec.conn, tmp_path / "floor", claim_custody=True) as driver:
         report = driver.fold(rec.queue)
         assert (report.entries, report.quarantined) == (3, 1)
         kept, = driver.floor.quarantined(rec.queue)
@@ -205,7 +205,7 @@ def test_an_outside_xadd_of_the_largest_id_never_wedges_a_settle_and_nothing_is_
     aside = [json.loads(e) for e in conn.redis.lrange(keys.foreign, 0, -1)]
     assert [(e["id"], e["fields"]) for e in aside] == [(LARGEST, ["f", "v"])]
 
-    with Driver(conn, tmp_path / "floor", claim_record=True) as driver:
+    with Driver(conn, tmp_path / "floor", claim_custody=True) as driver:
         report = driver.fold(queue)
         assert (report.entries, report.quarantined, report.error) == (7, 0, None)
         assert (report.ahead, report.set_aside, report.trimmed) == (0, 1, 7)
@@ -220,7 +220,7 @@ def test_the_fold_reports_foreign_entries_and_never_folds_an_id_from_the_future(
     _settle(conn, rec.queue, 2)
     conn.redis.xadd(keys.completions, {"source": "someone else"})  # lacks our fields
     conn.redis.xadd(keys.completions, {"f": "v"}, id=FUTURE)
-    with Driver(conn, tmp_path / "floor", claim_record=True) as driver:
+    with Driver(conn, tmp_path / "floor", claim_custody=True) as driver:
         report = driver.fold(rec.queue)
         assert (report.entries, report.quarantined, report.foreign) == (3, 1, 1)
         assert (report.ahead, report.set_aside) == (1, 0)

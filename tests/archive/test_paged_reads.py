@@ -170,7 +170,7 @@ def test_bytes_that_are_not_utf8_on_a_later_page_are_read_undecoded_and_quaranti
     assert kept[bad]["result"] == "\udcff{"
     assert fast.execute_command("ECHO", "mine") == "mine"
 
-    with Driver(rec.conn, tmp_path / "floor", claim_record=True) as driver:
+    with Driver(rec.conn, tmp_path / "floor", claim_custody=True) as driver:
         report = driver.fold(rec.queue)
         quarantined = driver.floor.quarantined(rec.queue)
     assert (report.entries, report.quarantined, report.error) == (2 * PAGE + 201, 1, None)

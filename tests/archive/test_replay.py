@@ -47,7 +47,7 @@ def consumer(conn: echomq.Connection, queue: str, handler: Callable[[Any], Any]
 
 
 def fold(conn: echomq.Connection, queue: str, floor: Path) -> None:
-    driver = Driver(conn, floor, slice_count=50, claim_record=True)
+    driver = Driver(conn, floor, slice_count=50, claim_custody=True)
     try:
         driver.fold(queue)
     finally:

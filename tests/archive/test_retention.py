@@ -41,7 +41,7 @@ def folded(conn: echomq.Connection, queue: str) -> str | None:
 
 @pytest.fixture
 def driver(conn: echomq.Connection, floor_path: Path) -> Iterator[Driver]:
-    found = Driver(conn, floor_path, claim_record=True)
+    found = Driver(conn, floor_path, claim_custody=True)
     yield found
     found.close()
 
@@ -160,7 +160,7 @@ def test_only_the_lease_holder_moves_the_mark(conn, queue, driver):
 def test_a_driver_that_lost_its_lease_mid_fold_cannot_move_the_mark(conn, queue, floor_path):
     echomq.archive.declare(conn, queue)
     settle(conn, queue, 2)
-    first = Driver(conn, floor_path, claim_record=True)
+    first = Driver(conn, floor_path, claim_custody=True)
     first.fold(queue)
     first.close()
     mark = folded(conn, queue)
@@ -171,7 +171,7 @@ def test_a_driver_that_lost_its_lease_mid_fold_cannot_move_the_mark(conn, queue,
         if point == "after_floor_commit":  # another driver takes the lease over
             conn.redis.set(lease_key, "someone-else", px=60_000)
 
-    stalled = Driver(conn, floor_path, hook=steal, claim_record=True)
+    stalled = Driver(conn, floor_path, hook=steal, claim_custody=True)
     try:
         with pytest.raises(LeaseLost):
             stalled.fold(queue)

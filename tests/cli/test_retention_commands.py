@@ -64,7 +64,7 @@ def test_retention_refuses_bad_limits(conn, queue, argv, message):
 def test_purge_reports_rows_kept_for_the_archive(conn, queue, tmp_path: Path):
     echomq.archive.declare(conn, queue)
     settle(conn, queue, 3)
-    driver = Driver(conn, tmp_path / "floor", claim_record=True)
+    driver = Driver(conn, tmp_path / "floor", claim_custody=True)
     try:
         driver.fold(queue)
     finally:

@@ -73,7 +73,7 @@ def test_every_metric_moves_through_a_queue_s_life(conn: Connection, queue: str,
     assert value(s, "echomq_archive_last_fold_duration_seconds", queue=queue) is None
 
     floor = tmp_path / "floor"
-    driver = Driver(conn, floor, claim_record=True)
+    driver = Driver(conn, floor, claim_custody=True)
     try:
         assert driver.fold(queue).entries == 4
     finally:

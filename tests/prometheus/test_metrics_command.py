@@ -81,7 +81,7 @@ def test_emq_metrics_serves_every_queue_over_http(
     s = get(url)
     assert value(s, "echomq_jobs_finished_total", queue=queue, outcome="completed") == 2
     assert value(s, "echomq_archive_lag_entries", queue=queue) == 2
-    driver = Driver(rconn, floor, claim_record=True)
+    driver = Driver(rconn, floor, claim_custody=True)
     try:
         driver.fold(queue)
     finally:

@@ -100,7 +100,7 @@ def test_obliterate_refuses_unarchived_history_until_the_archive_folds_it(
     assert queue in declared_queues(conn)
 
     with Floor(tmp_path / "floor") as floor:
-        report = Driver(conn, floor, claim_record=True).fold(queue)  # folded, then trimmed
+        report = Driver(conn, floor, claim_custody=True).fold(queue)  # folded, then trimmed
         assert (report.entries, report.trimmed) == (3, 3)
         assert len(floor.entries(queue)) == 3
     removed = echomq.obliterate(conn, queue)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from echomq.archive.remote import S3Remote
+from echomq.archive.s3_remote import S3Remote
 from echomq.servers.s3 import S3Process
 
 
@@ -29,7 +29,7 @@ def remote_spec(remote: S3Remote, server: Any) -> dict[str, Any]:
 
 def folded_ids(remote: S3Remote, queue: str) -> list[str]:
     """Every stream id in the remote's chain for ``queue``, in order (duplicates kept)."""
-    from echomq.archive.restore import plan
+    from echomq.archive.restore_plan import plan
 
     out: list[str] = []
     for ref in plan(remote, queue).chain:

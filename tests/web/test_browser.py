@@ -242,7 +242,7 @@ def test_a_purged_job_is_found_in_the_archive(
     declare(rconn, queue)
     fill(rconn, queue, pending=2, record=True, error="card declined")
     with Floor(floor_path) as floor:
-        Driver(rconn, floor, claim_record=True).fold(queue)
+        Driver(rconn, floor, claim_custody=True).fold(queue)
     echomq.purge(rconn, queue, "dead")
     assert echomq.get_job(rconn, queue, "dead-1") is None
     browser.get(base + "/archive")

@@ -137,7 +137,7 @@ def test_a_purged_job_is_found_in_the_archive(rconn: Connection, queue: str,
                                               floor: Floor) -> None:
     declare(rconn, queue)
     fill(rconn, queue, record=True, error="disk full")
-    Driver(rconn, floor, claim_record=True).fold(queue)
+    Driver(rconn, floor, claim_custody=True).fold(queue)
     assert echomq.purge(rconn, queue, "dead") == 1
     assert echomq.get_job(rconn, queue, "dead-1") is None
     web = client(rconn, floor)
@@ -154,7 +154,7 @@ def test_the_archive_page_shows_each_queue_and_searches_the_audit(
         rconn: Connection, queue: str, floor: Floor) -> None:
     declare(rconn, queue)
     fill(rconn, queue, record=True)
-    Driver(rconn, floor, claim_record=True).fold(queue)
+    Driver(rconn, floor, claim_custody=True).fold(queue)
     web = client(rconn, floor)
     page = web.get("/archive", params={"q": queue}).text
     row = re.search(rf'<tr data-queue="{queue}">(.*?)</tr>', page, re.S)
@@ -256,7 +256,7 @@ def test_the_archive_page_shows_the_lag_behind_the_stream(
         rconn: Connection, queue: str, floor: Floor) -> None:
     declare(rconn, queue)
     fill(rconn, queue, pending=1, record=True)
-    Driver(rconn, floor, claim_record=True).fold(queue)
+    Driver(rconn, floor, claim_custody=True).fold(queue)
     web = client(rconn, floor)
 
     def lag() -> list[str]:
@@ -271,7 +271,7 @@ def test_the_archive_page_shows_the_lag_behind_the_stream(
     time.sleep(1.1)
     entries, behind, age = lag()[:3]
     assert (entries, behind) == ("2", "1") and age.endswith("s") and float(age[:-1]) >= 1
-    Driver(rconn, floor, claim_record=True).fold(queue)
+    Driver(rconn, floor, claim_custody=True).fold(queue)
     assert lag()[:3] == ["3", "0", "0s"]
 
 

@@ -46,7 +46,7 @@ import redis
 
 import echomq
 from echomq.archive import Driver, Floor, declare, restore, verify
-from echomq.archive.remote import S3Remote
+from echomq.archive.s3_remote import S3Remote
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
 from echomq.servers.seaweed import SeaweedS3
