@@ -22,6 +22,7 @@ from echomq.queue import validate
 from echomq.queue.connection import Connection, ExecutorName
 from echomq.queue.enqueue import DEFAULT_MAX_ATTEMPTS
 from echomq.queue.keys import PREFIX, check_name
+from echomq.worker.consumer import check_timeout
 from echomq.worker.retry import BackoffSpec, RetryPolicy
 
 if TYPE_CHECKING:
@@ -31,6 +32,9 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_QUEUE = "default"
+MAX_LEASE_MS = 24 * 3_600_000
+"""Where a task is defined no lease is known yet: its grace is checked against the
+worker's lease when a worker is made (:meth:`App.worker`)."""
 
 
 class App:
@@ -88,22 +92,29 @@ class App:
              max_attempts: int = DEFAULT_MAX_ATTEMPTS, backoff: BackoffSpec | None = None,
              retry_on: tuple[type[BaseException], ...] = (Exception,),
              dont_retry_on: tuple[type[BaseException], ...] = (),
-             priority: int = 0) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+             priority: int = 0, timeout_s: float | None = None,
+             timeout_grace_s: float = 5.0) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(self, fn: Callable[P, R] | None = None, /, *, name: str | None = None,
              queue: str = DEFAULT_QUEUE, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
              backoff: BackoffSpec | None = None,
              retry_on: tuple[type[BaseException], ...] = (Exception,),
              dont_retry_on: tuple[type[BaseException], ...] = (),
-             priority: int = 0) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
+             priority: int = 0, timeout_s: float | None = None,
+             timeout_grace_s: float = 5.0
+             ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function as a task (``@app.task`` or ``@app.task(queue="mail")``).
 
         ``name`` defaults to ``module.qualname``; a producer in any language reaches the
         task by adding a job with that name. ``max_attempts``, ``backoff`` (an
         ``echomq.Backoff``, the default with full jitter; ``echomq.Fixed``; or a callable
         ``(attempt, exc) -> delay_ms``), ``retry_on`` and ``dont_retry_on`` are its retry
-        rules; ``priority`` its jobs' default priority (0 runs first)."""
+        rules; ``priority`` its jobs' default priority (0 runs first). ``timeout_s``: at
+        that many seconds of a run its cancel token fires with ``timeout``;
+        ``timeout_grace_s`` later a run still going is settled as failed without it."""
         policy = RetryPolicy(backoff, retry_on=retry_on, dont_retry_on=dont_retry_on)
+        if timeout_s is not None:
+            check_timeout(timeout_s, timeout_grace_s, lease_ms=MAX_LEASE_MS)
         check_name(queue, "queue")
         attempts = validate.positive_int(max_attempts, "max_attempts")
         validate.non_negative_int(priority, "priority")
@@ -116,7 +127,8 @@ class App:
                 raise InvalidArgument(f"task {registered!r} is registered twice (give one "
                                       "of them another name=)")
             task = Task(self, func, name=registered, queue=queue, max_attempts=attempts,
-                        policy=policy, priority=priority)
+                        policy=policy, priority=priority, timeout_s=timeout_s,
+                        timeout_grace_s=timeout_grace_s)
             self._tasks[registered] = task
             return task
 

@@ -3,7 +3,8 @@
 This is the whole wire format of a task: any producer (another language included) that
 adds a job with ``name`` set to a task's name and this payload reaches the task. An
 optional ``"retry"`` object carries a per-job backoff (``{"base_ms", "cap_ms", "jitter"}``
-or ``{"delay_ms"}``) given to ``enqueue_with(backoff=)``.
+or ``{"delay_ms"}``) given to ``enqueue_with(backoff=)``, and an optional ``"timeout_s"``
+the job's own timeout (``enqueue_with(timeout_s=)``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from echomq.worker.retry import Backoff, BackoffSpec, Fail, Fixed
 
 
 def call_payload(task: str, args: Sequence[Any], kwargs: Mapping[str, Any],
-                 backoff: BackoffSpec | None = None) -> dict[str, Any]:
+                 backoff: BackoffSpec | None = None,
+                 timeout_s: float | None = None) -> dict[str, Any]:
     """The payload of one call of ``task``; arguments that are not JSON are refused here,
     naming the task, before anything reaches the wire."""
     if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
@@ -27,6 +29,12 @@ def call_payload(task: str, args: Sequence[Any], kwargs: Mapping[str, Any],
     payload: dict[str, Any] = {"args": list(args), "kwargs": dict(kwargs)}
     if backoff is not None:
         payload["retry"] = _retry_field(task, backoff)
+    if timeout_s is not None:
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not (
+                timeout_s > 0):
+            raise InvalidArgument(f"task {task!r}: timeout_s must be a number of seconds "
+                                  f"above 0, got {timeout_s!r}")
+        payload["timeout_s"] = timeout_s
     try:
         json.dumps(payload, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
@@ -73,3 +81,11 @@ def job_backoff(payload: Any) -> BackoffSpec | None:
 def _short(value: Any, limit: int = 200) -> str:
     text = json.dumps(value)
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def job_timeout(payload: Any) -> float | None:
+    """The per-job timeout a payload carries, if any (a malformed one is ignored)."""
+    value = payload.get("timeout_s") if isinstance(payload, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        return None
+    return float(value)

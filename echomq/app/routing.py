@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from echomq.app.calls import call_arguments, job_backoff
+from echomq.app.calls import call_arguments, job_backoff, job_timeout
 from echomq.worker.context import JobContext
 from echomq.worker.retry import FailPlan, RetryPolicy
 
@@ -50,3 +50,13 @@ class Router:
             policy = RetryPolicy(backoff, retry_on=policy.retry_on,
                                  dont_retry_on=policy.dont_retry_on)
         return policy.plan(job.attempts, exc)
+
+    def timeouts(self, job: JobContext) -> tuple[float, float] | None:
+        """The run's ``(timeout_s, grace_s)``: the job's own timeout, else its task's."""
+        task = self.tasks.get(job.name or "")
+        if task is None:
+            return None
+        timeout = job_timeout(job.payload)
+        if timeout is None:
+            timeout = task.timeout_s
+        return None if timeout is None else (timeout, task.timeout_grace_s)

@@ -27,7 +27,8 @@ class Task(Generic[P, R]):
     """A registered function; see :meth:`echomq.App.task`."""
 
     def __init__(self, app: App, fn: Callable[P, R], *, name: str, queue: str,
-                 max_attempts: int, policy: RetryPolicy, priority: int) -> None:
+                 max_attempts: int, policy: RetryPolicy, priority: int,
+                 timeout_s: float | None = None, timeout_grace_s: float = 5.0) -> None:
         self.app = app
         self.fn = fn
         self.name = name
@@ -35,6 +36,10 @@ class Task(Generic[P, R]):
         self.max_attempts = max_attempts
         self.policy = policy
         self.priority = priority
+        self.timeout_s = timeout_s
+        """Seconds a run may take before its token fires with ``timeout`` (None: no limit)."""
+        self.timeout_grace_s = timeout_grace_s
+        """Seconds after the timeout before a run still going is settled as failed."""
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -53,12 +58,13 @@ class Task(Generic[P, R]):
                      *, delay_ms: int = 0, job_id: str | None = None,
                      priority: int | None = None, group: str | None = None,
                      max_attempts: int | None = None, backoff: BackoffSpec | None = None,
-                     queue: str | None = None) -> str:
+                     timeout_s: float | None = None, queue: str | None = None) -> str:
         """:meth:`enqueue` with per-job options: a delay, an id (idempotent: an existing
-        id is returned unchanged), a priority, a group lane, the tries and backoff of this
-        job alone (an ``echomq.Backoff`` or ``echomq.Fixed``), another queue."""
+        id is returned unchanged), a priority, a group lane, the tries, backoff and
+        timeout of this job alone (an ``echomq.Backoff`` or ``echomq.Fixed``; seconds),
+        another queue."""
         payload = call_payload(self.name, args, kwargs or {},
-                               None if backoff is None else check_backoff(backoff))
+                               None if backoff is None else check_backoff(backoff), timeout_s)
         return add(self.app.conn, queue or self.queue, payload, job_id=job_id,
                    delay_ms=delay_ms, priority=self._priority(priority), group=group,
                    max_attempts=self._attempts(max_attempts), name=self.name)

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from echomq.app.routing import Router
-from echomq.worker.consumer import Consumer
+from echomq.errors import InvalidArgument
+from echomq.queue.claim import DEFAULT_LEASE_MS
+from echomq.worker.consumer import Consumer, check_timeout
 
 if TYPE_CHECKING:
     from echomq.app.app import App
@@ -29,9 +31,16 @@ class Worker:
                  **consumer_options: Any) -> None:
         self.app = app
         self.router = Router(app.tasks)
+        lease_ms = consumer_options.get("lease_ms", DEFAULT_LEASE_MS)
+        for task in app.tasks.values():
+            if task.timeout_s is not None:
+                try:
+                    check_timeout(task.timeout_s, task.timeout_grace_s, lease_ms)
+                except InvalidArgument as exc:
+                    raise InvalidArgument(f"task {task.name!r}: {exc}") from None
         self.consumer = Consumer(app.conn, queues, self.router, concurrency=concurrency,
                                  failure_policy=self.router.plan, log_finished=True,
-                                 **consumer_options)
+                                 timeouts=self.router.timeouts, **consumer_options)
         self.queues = self.consumer.queues
 
     def start_line(self) -> str:

@@ -78,7 +78,10 @@ class Beat:
         ONE round trip, before the sweep could collect one. A buffered job whose lease
         is gone is dropped unrun; a running one has its cancel token set."""
         with self.held.lock:
-            jobs = self.held.unfinished(started_too=self.auto_extend)
+            # a running job with a timeout is bounded by it: its lease is kept like a
+            # buffered one's, so a long run is never swept and run twice
+            jobs = [j for j in self.held.unfinished(started_too=True)
+                    if not j.started or self.auto_extend or j.timeout_s is not None]
             if not jobs:
                 return
             sent = time.monotonic()

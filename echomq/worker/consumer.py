@@ -21,12 +21,13 @@ hands back what it holds and raises ``ConsumerCrashed``.
 from __future__ import annotations
 
 import logging
+import os
 import queue as stdlib_queue
 import signal
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import redis
 
@@ -43,7 +44,7 @@ from echomq.worker.context import FailurePolicy, JobContext
 from echomq.worker.held import STOP, Held, take_unstarted
 from echomq.worker.queues import QueuePlan, QueueSpec
 from echomq.worker.settler import Settler
-from echomq.worker.slots import HandlerSlots
+from echomq.worker.slots import HandlerSlots, TimeoutRules, Timeouts
 from echomq.worker.subscription import Subscription
 
 log = logging.getLogger("echomq.consumer")
@@ -53,6 +54,8 @@ DEFAULT_DURABLE_TIMEOUT_MS = 1_000
 MAX_DURABLE_REPLICAS = 16
 SETTLE_FLUSH_S = 5.0
 """How long a stop waits for finished outcomes to settle before handing anything back."""
+TIMEOUT_EXIT_CODE = 75
+"""A process's exit status after ``hard_timeout="exit"`` ended it (its supervisor replaces it)."""
 
 
 class Consumer:
@@ -95,6 +98,11 @@ class Consumer:
         on_settled: Callable[[JobContext, str], None] | None = None,
         failure_policy: FailurePolicy | None = None,
         log_finished: bool = False,
+        timeout_s: float | None = None,
+        timeout_grace_s: float = 5.0,
+        timeouts: Timeouts | None = None,
+        hard_timeout: Literal["abandon", "exit"] = "abandon",
+        max_abandoned: int = 4,
     ) -> None:
         self.conn = conn
         self.plan = QueuePlan(conn, queue)
@@ -138,6 +146,8 @@ class Consumer:
             raise InvalidArgument("on_settled must be callable")
         self.on_settled = on_settled
 
+        self._rules = self._timeout_rules(timeout_s, timeout_grace_s, timeouts, hard_timeout,
+                                          max_abandoned)
         self._assemble(keep_completed, validate.positive_int(backoff_ms, "backoff_ms"),
                        validate.positive_int(backoff_cap_ms, "backoff_cap_ms"))
         self._stop = threading.Event()
@@ -163,12 +173,40 @@ class Consumer:
         self._slots = HandlerSlots(
             self.conn, self.handler, self._held, self._work, lease_ms=self.lease_ms,
             result_limit=self.result_limit, policy=self.failure_policy,
-            observe=self._claims.observe, finish=self._settler.inbox.put)
+            observe=self._claims.observe, finish=self._settler.inbox.put, rules=self._rules,
+            spawn=self._start_slot, give_up=self._give_up)
         self._beat = Beat(self.conn, self.plan, self._held, lease_ms=self.lease_ms,
                           auto_extend=self.auto_extend, recovery=self.recovery,
                           max_stalled=self.max_stalled)
         self._subscription = Subscription(self.conn, self.plan, self._held, self._claims.added,
                                           cancel=self.cancel)
+
+    def _timeout_rules(self, timeout_s: float | None, grace_s: float,
+                       timeouts: Timeouts | None, hard: str, max_abandoned: int
+                       ) -> TimeoutRules | None:
+        """The timeouts: per job (``timeouts``, an App's tasks) or one for every job."""
+        if hard not in ("abandon", "exit"):
+            raise InvalidArgument(f"hard_timeout must be 'abandon' or 'exit', got {hard!r}")
+        validate.positive_int(max_abandoned, "max_abandoned")
+        if timeouts is None and timeout_s is None:
+            return None
+        if timeout_s is not None:
+            limits = check_timeout(timeout_s, grace_s, self.lease_ms)
+            timeouts = timeouts or (lambda job: limits)
+        if not callable(timeouts):
+            raise InvalidArgument("timeouts must be callable")
+        return TimeoutRules(timeouts, hard, max_abandoned)
+
+    @property
+    def timeouts(self) -> int:
+        """Runs that reached their timeout (their token fired with ``timeout``)."""
+        watchdog = self._slots.watchdog
+        return watchdog.timeouts if watchdog is not None else 0
+
+    @property
+    def abandoned(self) -> int:
+        """Runs settled as failed at their timeout plus grace without their thread."""
+        return self._slots.abandoned_total
 
     @property
     def processed(self) -> int:
@@ -254,11 +292,12 @@ class Consumer:
     def _start(self) -> None:
         self._wait_for_server()
         self._settler.start()
-        for n in range(self.concurrency):
-            t = threading.Thread(target=self._guarded, args=(self._slots.run,),
-                                 name=f"emq-handler-{n}", daemon=True)
-            t.start()
-            self._threads.append(t)
+        for _ in range(self.concurrency):
+            self._start_slot()
+        watchdog = self._slots.watchdog
+        if watchdog is not None:
+            threading.Thread(target=self._guarded, name="emq-watchdog", daemon=True,
+                             args=(lambda: watchdog.run(self._stop),)).start()
         self._subscription.start()
         beat = threading.Thread(target=self._guarded, name="emq-beat", daemon=True,
                                 args=(lambda: self._beat.run(self._stop, self.beat_ms),))
@@ -266,6 +305,30 @@ class Consumer:
         log.info("consumer on %s at %s: concurrency %d, lease %d ms, recovery %s, executor %s",
                  self._described(), self.conn.safe_url, self.concurrency, self.lease_ms,
                  self.recovery, self.conn.executor_name)
+
+    def _start_slot(self) -> None:
+        """One more handler thread (at start, and for each abandoned one)."""
+        t = threading.Thread(target=self._guarded, args=(self._slots.run,),
+                             name=f"emq-handler-{len(self._threads)}", daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def _give_up(self, reason: str) -> None:
+        """Too many stuck threads: stop gracefully, and ``run()`` raises. ``exit`` (a run
+        past its timeout in a process of its own): settle it, hand back what is buffered
+        and end the process at once; the supervisor replaces it."""
+        if reason != "exit":
+            log.error("consumer on %s: %s", self._described(), reason)
+            if self._crashed is None:
+                self._crashed = ConsumerCrashed(reason)
+            self.stop()
+            return
+        self._settler.flush(SETTLE_FLUSH_S)
+        self._held.hand_back(take_unstarted(self._work))
+        log.error("consumer on %s: a run outlived its timeout plus grace; exiting (%d)",
+                  self._described(), TIMEOUT_EXIT_CODE)
+        logging.shutdown()
+        os._exit(TIMEOUT_EXIT_CODE)
 
     def _described(self) -> str:
         """The queues for log lines: ``'mail'``, or ``queues high, mail`` (``high:5, ...``)."""
@@ -325,7 +388,24 @@ class Consumer:
         for _ in self._threads:
             self._work.put(STOP)
         self._subscription.stop()
+        if self._slots.watchdog is not None:
+            self._slots.watchdog.stop()
         s = self._settler
         log.info("consumer on %s stopped: %d completed, %d cancelled, %d failed "
                  "(%d retried, %d dead)", self._described(), s.completed - s.cancelled,
                  s.cancelled, s.failed, s.retried, s.dead)
+
+
+def check_timeout(timeout_s: float, grace_s: float, lease_ms: int) -> tuple[float, float]:
+    """``(timeout_s, grace_s)`` if both are usable with this lease; else a clear error.
+    The grace must be shorter than the lease: a run that outlives it is settled by the
+    watchdog, before its lease could lapse and another worker run it again."""
+    for value, what in ((timeout_s, "timeout_s"), (grace_s, "timeout_grace_s")):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidArgument(f"{what} must be a number of seconds, got {value!r}")
+    if not timeout_s > 0:
+        raise InvalidArgument(f"timeout_s must be above 0, got {timeout_s}")
+    if not 0 <= grace_s < lease_ms / 1000:
+        raise InvalidArgument(f"timeout_grace_s must be at least 0 and below the lease "
+                              f"({lease_ms / 1000:g} s), got {grace_s}")
+    return float(timeout_s), float(grace_s)

@@ -47,7 +47,7 @@ class JobContext:
     __slots__ = (
         "id", "name", "attempts", "cancel_token", "queue", "finished", "started", "done",
         "deadline", "_conn", "_lease_ms", "_raw", "_payload", "_row", "traceparent", "span",
-        "ran_s",
+        "ran_s", "timed_out", "timeout_s", "runner",
     )
 
     def __init__(
@@ -80,6 +80,12 @@ class JobContext:
         """The handler's span while tracing is on (the settle's span is its child)."""
         self.ran_s = 0.0
         """How long the handler ran, in seconds (set when it returned)."""
+        self.timed_out = False
+        """Set when the run reached its timeout (its token then fired with ``timeout``)."""
+        self.timeout_s: float | None = None
+        """The run's timeout, once its handler started (None: no timeout)."""
+        self.runner: Any = None
+        """The handler thread running the job (set when it starts)."""
 
     @property
     def payload(self) -> Any:
@@ -174,6 +180,8 @@ def execute(
     try:
         value = handler(job)
     except CancelledError as exc:
+        if job.timed_out:  # the token fired for the timeout: a failed attempt
+            return failure(job, JobTimeout(timeout_message(job, "stopped")), policy)
         return HandlerOutcome(job, "cancelled", cancelled_result(exc.reason))
     except LEASE_LOST as exc:
         return HandlerOutcome(job, "lost", str(exc))
@@ -181,7 +189,21 @@ def execute(
         return failure(job, exc, policy)
     finally:
         _current.reset(entered)
+    if job.timed_out and isinstance(value, CancelVerdict):
+        # it stopped at its token, which fired for the timeout: a failed attempt
+        return failure(job, JobTimeout(timeout_message(job, "stopped")), policy)
     return classify(job, value, result_limit)
+
+
+class JobTimeout(Exception):  # noqa: N818 - the job's error, named as users read it
+    """A run that reached its timeout (the error its job keeps)."""
+
+
+def timeout_message(job: JobContext, how: str) -> str:
+    """``timeout after 30 s (killed)``: what a timed-out attempt's error says."""
+    timeout = job.timeout_s
+    shown = f"{timeout:g} s" if timeout is not None else "its timeout"
+    return f"timeout after {shown} ({how})"
 
 
 def failure(job: JobContext, exc: BaseException, policy: FailurePolicy | None = None
@@ -189,7 +211,7 @@ def failure(job: JobContext, exc: BaseException, policy: FailurePolicy | None = 
     """A run that raised ``exc``: the policy's plan (a plain handler: ``Retry`` and
     ``Fail`` are obeyed, anything else retries on the Consumer's backoff). A policy that
     itself fails falls back to that backoff, so the job is never lost to it."""
-    text = error_text(exc)
+    text = str(exc) if isinstance(exc, JobTimeout) else error_text(exc)
     try:
         plan = policy(job, exc) if policy is not None else default_plan(exc)
     except Exception as problem:  # noqa: BLE001 - reported with the job's own error

@@ -4,16 +4,23 @@ their outcomes.
 A slot takes a job only while it is still the Consumer's (a stop may have handed it
 back, a renewal may have found its lease gone), renews a lease that waited in the
 buffer for over a quarter of its length, runs the handler (inside its span when
-tracing is on) and gives the outcome to the settler, unless a stop handed the job back
-meanwhile.
+tracing is on) under the watchdog when the job has a timeout, and gives the outcome to
+the settler, unless a stop handed the job back or the watchdog settled it meanwhile.
+
+A run past its timeout plus grace is settled as failed without its thread; the thread
+is abandoned (it ends when its handler returns, whose outcome the fencing token would
+refuse anyway) and a new one takes its slot. Past ``max_abandoned`` stuck threads the
+Consumer stops gracefully so that its supervisor starts a fresh process.
 """
 
 from __future__ import annotations
 
 import logging
 import queue as stdlib_queue
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from time import perf_counter
 from typing import Any
 
@@ -24,8 +31,31 @@ from echomq.errors import EchoMQError
 from echomq.jobs.lease import extend_lock
 from echomq.queue.connection import Connection
 from echomq.queue.transitions import LEASE_LOST
-from echomq.worker.context import FailurePolicy, HandlerOutcome, JobContext, execute
+from echomq.worker.context import (
+    FailurePolicy,
+    HandlerOutcome,
+    JobContext,
+    JobTimeout,
+    execute,
+    failure,
+    timeout_message,
+)
 from echomq.worker.held import STOP, Held
+from echomq.worker.watchdog import Watchdog
+
+Timeouts = Callable[[JobContext], "tuple[float, float] | None"]
+"""A job's ``(timeout_s, grace_s)``, or None for no timeout (an App's tasks say)."""
+
+
+@dataclass
+class TimeoutRules:
+    """How a Consumer bounds a run: ``timeouts`` per job, and what happens to a run still
+    going at its timeout plus grace: ``abandon`` its thread, or ``exit`` the process (a
+    supervised child with one slot, which its supervisor replaces)."""
+
+    timeouts: Timeouts
+    hard: str = "abandon"
+    max_abandoned: int = 4
 
 log = logging.getLogger("echomq.consumer")
 
@@ -36,7 +66,10 @@ class HandlerSlots:
     def __init__(self, conn: Connection, handler: Callable[[JobContext], Any], held: Held,
                  work: stdlib_queue.SimpleQueue[Any], *, lease_ms: int, result_limit: int,
                  policy: FailurePolicy | None, observe: Callable[[float], None],
-                 finish: Callable[[HandlerOutcome], None]) -> None:
+                 finish: Callable[[HandlerOutcome], None],
+                 rules: TimeoutRules | None = None,
+                 spawn: Callable[[], None] | None = None,
+                 give_up: Callable[[str], None] | None = None) -> None:
         self.conn = conn
         self.handler = handler
         self.held = held
@@ -46,17 +79,32 @@ class HandlerSlots:
         self.policy = policy
         self.observe = observe
         self.finish = finish
+        self.rules = rules
+        self.spawn = spawn
+        """Starts one more handler thread (to take an abandoned one's slot)."""
+        self.give_up = give_up
+        """Stops the Consumer gracefully, with the reason (too many abandoned threads)."""
+        self.watchdog = Watchdog(self.hard_timeout) if rules is not None else None
+        self.abandoned: set[threading.Thread] = set()
+        """Handler threads whose job was settled without them; each ends when it returns."""
+        self.abandoned_total = 0
 
     def run(self) -> None:
-        """Run jobs from the buffer until a ``STOP`` comes."""
+        """Run jobs from the buffer until a ``STOP`` comes (or this thread was abandoned)."""
         work, handler, clock, limit = self.work, self.handler, perf_counter, self.result_limit
-        observe, policy = self.observe, self.policy
+        observe, policy, rules = self.observe, self.policy, self.rules
         while True:
             job = work.get()
             if job is STOP:
                 return
             if not self._begin(job):
                 continue
+            limits = rules.timeouts(job) if rules is not None else None
+            if limits is not None:
+                job.runner = threading.current_thread()
+                job.timeout_s = limits[0]
+                assert self.watchdog is not None
+                self.watchdog.watch(job, *limits)
             started = clock()
             traced = tracing.current()
             if traced is None:
@@ -64,8 +112,14 @@ class HandlerSlots:
             else:
                 outcome = self._traced(traced, job)
             job.ran_s = clock() - started
+            if limits is not None:
+                assert self.watchdog is not None
+                self.watchdog.unwatch(job)
             observe(job.ran_s)
             self._finish(outcome)
+            if job.runner is not None and job.runner in self.abandoned:
+                self.abandoned.discard(job.runner)
+                return  # another thread took this slot
 
     def _traced(self, traced: tracing.Tracing, job: JobContext) -> HandlerOutcome:
         """Run the handler inside its span, the child of the producer's (tracing on)."""
@@ -100,11 +154,42 @@ class HandlerSlots:
         return True
 
     def _finish(self, outcome: HandlerOutcome) -> None:
-        """Pass an outcome to the settler, unless a stop already handed its job back."""
+        """Pass an outcome to the settler, unless a stop already handed its job back or
+        the watchdog settled it past its timeout."""
         with self.held.lock:
-            if outcome.job.finished:
-                log.info("job %s finished after it was handed back; outcome dropped",
-                         outcome.job.id)
+            if outcome.job.finished or outcome.job.done:
+                log.info("job %s finished after it was %s; outcome dropped", outcome.job.id,
+                         "abandoned at its timeout" if outcome.job.done else "handed back")
                 return
             outcome.job.done = True
             self.finish(outcome)
+
+    def hard_timeout(self, job: JobContext) -> None:
+        """The watchdog's call for a run still going at its timeout plus grace: settle it
+        as failed without its thread, and give its slot to a new thread (or, in a
+        process of its own, end the process: its supervisor replaces it)."""
+        assert self.rules is not None
+        exiting = self.rules.hard == "exit"
+        with self.held.lock:
+            if job.finished or job.done:
+                return
+            job.done = True
+            self.finish(failure(job, JobTimeout(timeout_message(
+                job, "killed" if exiting else "abandoned")), self.policy))
+        if exiting:
+            if self.give_up is not None:
+                self.give_up("exit")
+            return
+        thread = job.runner
+        if thread is not None:
+            self.abandoned.add(thread)
+        self.abandoned_total += 1
+        stuck = sum(1 for t in list(self.abandoned) if t.is_alive())
+        log.error("job %s/%s: still running at its timeout plus grace; settled as failed, "
+                  "its thread abandoned (%d stuck)", job.queue, job.id, stuck)
+        if stuck > self.rules.max_abandoned and self.give_up is not None:
+            self.give_up(f"{stuck} handler threads are stuck past their timeouts (more than "
+                         f"max_abandoned={self.rules.max_abandoned}): restart the worker")
+            return
+        if self.spawn is not None:
+            self.spawn()
