@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -147,24 +147,28 @@ class JobContext:
         return f"<JobContext {self.queue}/{self.id} attempt {self.attempts}>"
 
 
-Kind = Literal["completed", "cancelled", "failed", "rejected", "lost"]
+Kind = Literal["completed", "cancelled", "failed", "rejected", "lost", "pending"]
 """``rejected``: a failure that every retry would repeat (a result that cannot be
-stored), dead-lettered at once."""
+stored), dead-lettered at once. ``pending``: the handler returned a coroutine (an async
+task), which runs on the event loop and ends in one of the others."""
 
 
 class HandlerOutcome:
     """How one run ended: the kind, and the result or error text to store; for a failure
     the plan (retry when, or dead at once) and the attempt's error record (JSON)."""
 
-    __slots__ = ("job", "kind", "text", "plan", "error")
+    __slots__ = ("job", "kind", "text", "plan", "error", "coro")
 
     def __init__(self, job: JobContext, kind: Kind, text: str, plan: FailPlan | None = None,
-                 error: str | None = None) -> None:
+                 error: str | None = None, coro: Coroutine[Any, Any, Any] | None = None
+                 ) -> None:
         self.job = job
         self.kind = kind
         self.text = text
         self.plan = plan
         self.error = error
+        self.coro = coro
+        """An async task's coroutine (kind ``pending``), for the event loop to run."""
 
 
 FailurePolicy = Callable[[JobContext, BaseException], FailPlan]
@@ -175,20 +179,37 @@ def execute(
     handler: Callable[[JobContext], Any], job: JobContext,
     result_limit: int = DEFAULT_RESULT_LIMIT, policy: FailurePolicy | None = None,
 ) -> HandlerOutcome:
-    """Run the handler once, as :func:`current_job`, and classify its answer; never raises."""
+    """Run the handler once, as :func:`current_job`, and classify its answer; never raises.
+    A coroutine (an async task) is not an answer: it comes back ``pending``, to be run on
+    the event loop and concluded by :func:`raised` or :func:`returned`."""
     entered = _current.set(job)
     try:
         value = handler(job)
-    except CancelledError as exc:
+    except BaseException as exc:  # noqa: BLE001 - a handler's failure is the job's, not ours
+        return raised(job, exc, policy)
+    finally:
+        _current.reset(entered)
+    if isinstance(value, Coroutine):
+        return HandlerOutcome(job, "pending", "", coro=value)
+    return returned(job, value, result_limit, policy)
+
+
+def raised(job: JobContext, exc: BaseException, policy: FailurePolicy | None = None
+           ) -> HandlerOutcome:
+    """A run that raised ``exc``: cancelled at its token (a failure when the token fired
+    for the timeout), lost with its lease, or failed."""
+    if isinstance(exc, CancelledError):
         if job.timed_out:  # the token fired for the timeout: a failed attempt
             return failure(job, JobTimeout(timeout_message(job, "stopped")), policy)
         return HandlerOutcome(job, "cancelled", cancelled_result(exc.reason))
-    except LEASE_LOST as exc:
+    if isinstance(exc, LEASE_LOST):
         return HandlerOutcome(job, "lost", str(exc))
-    except BaseException as exc:  # noqa: BLE001 - a handler's failure is the job's, not ours
-        return failure(job, exc, policy)
-    finally:
-        _current.reset(entered)
+    return failure(job, exc, policy)
+
+
+def returned(job: JobContext, value: Any, result_limit: int = DEFAULT_RESULT_LIMIT,
+             policy: FailurePolicy | None = None) -> HandlerOutcome:
+    """A run that returned ``value``."""
     if job.timed_out and isinstance(value, CancelVerdict):
         # it stopped at its token, which fired for the timeout: a failed attempt
         return failure(job, JobTimeout(timeout_message(job, "stopped")), policy)
