@@ -53,3 +53,45 @@ def error_text(error: BaseException | str) -> str:
         last = frames[-1]
         message += f"\n  at {last.filename}:{last.lineno} in {last.name}"
     return message[-2000:]
+
+
+ERROR_TRACEBACK_LIMIT = 8192
+"""Bytes of traceback one attempt's error keeps (its last ones: the frame that raised)."""
+
+
+def attempt_error(exc: BaseException, limit: int = ERROR_TRACEBACK_LIMIT) -> str:
+    """One failed attempt's error as the row's ``errors`` keep it: the JSON object text
+    ``{"type", "message", "traceback"}`` (the class's qualified name, ``str(exc)`` and the
+    full formatted traceback's last ``limit`` bytes); fail-3.lua adds "at" and "attempt".
+    A retry no longer hides the error before it: each attempt keeps its own."""
+    name = type(exc).__qualname__
+    try:
+        message = str(exc)
+    except Exception as failed:  # noqa: BLE001 - a user's __str__ may raise anything
+        message = f"<str() raised {type(failed).__name__}>"
+    trace = "".join(traceback.format_exception(exc))
+    return error_entry(name, message, _tail(trace, limit))
+
+
+def error_entry(kind: str, message: str, trace: str = "") -> str:
+    """The JSON object text of an attempt's error (``attempt_error``; a plain string
+    given to ``fail`` is ``error_entry("", text)``)."""
+    return json.dumps({"type": _text(kind), "message": _text(message),
+                       "traceback": _text(trace)}, separators=(",", ":"))
+
+
+def _text(text: str) -> str:
+    """``text`` fit for the wire: a lone surrogate (no UTF-8 byte) is written as its escape."""
+    try:
+        text.encode()
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode()
+
+
+def _tail(text: str, limit: int) -> str:
+    """The last ``limit`` bytes of ``text`` (cut on a character boundary)."""
+    data = text.encode("utf-8", "backslashreplace")
+    if len(data) <= limit:
+        return data.decode()
+    return data[-limit:].decode("utf-8", "ignore")

@@ -27,7 +27,7 @@ from echomq.queue import registry, transitions
 from echomq.queue.listen import mark_listening
 from echomq.queue.retention import purge_counted
 from echomq.scheduling.cron import fire_queue
-from tests.support.keyspace import dump, epochs, normalise
+from tests.support.keyspace import dump, epochs, normalise, timeless
 from tests.support.servers import run_id
 from tests.support.waits import wait_lapsed
 
@@ -101,7 +101,9 @@ def shape(reply: Any) -> Any:
         return (type(reply).__name__, str(reply))
     if isinstance(reply, echomq.Job):
         times = {"created_at", "claimed_at", "finished_at", "lease_epoch"}
-        return {k: v for k, v in reply.raw.items() if k not in times}
+        return shape({k: v for k, v in reply.raw.items() if k not in times})
+    if isinstance(reply, dict):  # a row: its errors and log lines carry server times
+        return {k: timeless(v) if k in ("errors", "logs") else v for k, v in reply.items()}
     return reply
 
 

@@ -193,6 +193,32 @@ local function emq_xadd(p, now, fields)
   return redis.call('XADD', key, '*', unpack(fields))
 end
 
+-- append one item (its JSON text) to a row's field holding a JSON array, newest last,
+-- keeping at most `max_items` and, when `max_bytes` is given, at most that many bytes of
+-- array text (the oldest go first; the newest is always kept). The array is decoded and
+-- each item encoded again, so the stored text is cjson's whatever wrote it before.
+local function emq_json_append(jk, field, item, max_items, max_bytes)
+  local parts = {}
+  local old = redis.call('HGET', jk, field)
+  if old then
+    for _, v in ipairs(cjson.decode(old)) do parts[#parts + 1] = cjson.encode(v) end
+  end
+  parts[#parts + 1] = item
+  local first = #parts - max_items + 1
+  if first < 1 then first = 1 end
+  if max_bytes then
+    local size = 1
+    for i = first, #parts do size = size + #parts[i] + 1 end
+    while size > max_bytes and first < #parts do
+      size = size - #parts[first] - 1
+      first = first + 1
+    end
+  end
+  local text = '[' .. table.concat(parts, ',', first, #parts) .. ']'
+  redis.call('HSET', jk, field, text)
+  return text
+end
+
 -- append one outcome to the outcome stream, inside the settling call; returns the
 -- entry's id, which the caller stores on the row (`entry`) so that retention can tell
 -- whether the archive has folded it. `started` is when the last attempt was claimed;
