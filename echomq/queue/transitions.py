@@ -243,6 +243,21 @@ def progressed(reply: Any, job_id: str) -> None:
     raise_for_code(int(reply), job_id, "progress")
 
 
+# -- log ----------------------------------------------------------------------------
+
+
+def log_call(keys: Keys, job_id: str, token: int, text: str) -> Call:
+    """log-2.lua: append one line to a held job's ``logs``, fenced by the token and
+    membership in active (the last 100 lines and 64 KiB kept)."""
+    return ("log", [keys.active, keys.job(job_id)], [job_id, token, text])
+
+
+def logged(reply: Any, job_id: str) -> None:
+    """log's reply: return when appended; raise ``JobGone``, ``StaleToken`` or
+    ``NotActive`` (``LEASE_LOST``: the holder lost the job)."""
+    raise_for_code(int(reply), job_id, "log")
+
+
 # -- reap, release, remove_job, stalled_check ---------------------------------------
 
 
