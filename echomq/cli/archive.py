@@ -33,7 +33,7 @@ from echomq.archive.report import FoldReport
 from echomq.archive.restore import restore, verify
 from echomq.cli.app import Group, connect
 from echomq.cli.remote import RemoteSettings, remote_options
-from echomq.cli.text import human, human_row
+from echomq.cli.text import debug_lines, human, human_row
 from echomq.cli.text import time_option as _time
 from echomq.errors import EchoMQError, LeaseHeld
 from echomq.progress import Task, Tick, bars
@@ -316,12 +316,22 @@ def audit_cmd(queue: str, outcome: str | None, since: str | None, until: str | N
 @click.argument("job")
 @_floor_option
 @_json_option
-def show_cmd(queue: str, job: str, floor_path: str, as_json: bool) -> None:
-    """What happened to JOB of QUEUE: every archived outcome, oldest first."""
+@click.option("--tracebacks", is_flag=True,
+              help="Print each failed attempt's traceback under its error (--json has them).")
+def show_cmd(queue: str, job: str, floor_path: str, as_json: bool, tracebacks: bool) -> None:
+    """What happened to JOB of QUEUE: every archived outcome, oldest first, with its
+    failed attempts' errors (time, attempt, type, message) and its log lines."""
     with _existing_floor(floor_path) as floor:
-        rows = [e.to_dict() for e in floor.history(queue, job)]
-    _emit(as_json, rows, f"{queue} job {job}")
-    if not rows:
+        entries = floor.history(queue, job)
+    if as_json or not entries:
+        _emit(as_json, [e.to_dict() for e in entries], f"{queue} job {job}")
+    else:
+        for entry in entries:
+            row = {k: v for k, v in entry.to_dict().items() if k not in ("errors", "logs")}
+            _emit(False, [row], f"{queue} job {job}")
+            for line in debug_lines(entry.errors_value, entry.logs_value, tracebacks):
+                click.echo(line)
+    if not entries:
         sys.exit(1)
 
 

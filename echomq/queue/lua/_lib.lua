@@ -223,9 +223,20 @@ end
 -- entry's id, which the caller stores on the row (`entry`) so that retention can tell
 -- whether the archive has folded it. `started` is when the last attempt was claimed;
 -- `name` and `body` (the payload JSON) are given only on a queue that records payloads.
+-- The row's `errors` (each failed attempt's) and `logs` (job.log's lines), JSON arrays,
+-- go with it when the row has them, so the archive keeps why a job died.
 local function emq_record(p, id, outcome, result, attempts, now, created, started, name, body)
   local fields = {'job', id, 'outcome', outcome, 'result', result,
     'attempts', attempts or '0', 'at', now}
+  local kept = redis.call('HMGET', p .. 'job:' .. id, 'errors', 'logs')
+  if kept[1] then
+    fields[#fields + 1] = 'errors'
+    fields[#fields + 1] = kept[1]
+  end
+  if kept[2] then
+    fields[#fields + 1] = 'logs'
+    fields[#fields + 1] = kept[2]
+  end
   if created then
     fields[#fields + 1] = 'created_at'
     fields[#fields + 1] = created
