@@ -11,6 +11,7 @@ import traceback
 from typing import Any
 
 from echomq.errors import InvalidArgument
+from echomq.models import CANCELLED_PREFIX
 
 DEFAULT_RESULT_LIMIT = 512 * 1024
 """Bytes of result JSON a completion may store (``Consumer(result_limit=)``)."""
@@ -40,7 +41,7 @@ def result_text(result: Any, limit: int = DEFAULT_RESULT_LIMIT, what: str = "res
 
 def cancelled_result(reason: str | None) -> str:
     """The result a cancelled job is completed with."""
-    return "cancelled:" + (reason or "")
+    return CANCELLED_PREFIX + (reason or "")
 
 
 def error_text(error: BaseException | str) -> str:
