@@ -133,3 +133,29 @@ def test_a_handler_logs_through_its_job_context(
     wait_until(lambda: (j := echomq.get_job(conn, queue, job_id)) and j.state == "completed")
     assert ran.is_set() and len(refused) == 1
     assert [line["text"] for line in logs_of(conn, queue, job_id)] == ["starting", "payload 5"]
+
+
+def test_a_spoiled_log_field_is_replaced_never_a_failed_call(
+    conn: echomq.Connection, queue: str
+) -> None:
+    job_id = echomq.add(conn, queue, 1, max_attempts=2)
+    held = claim_one(conn, queue)
+    conn.redis.hset(conn.keys(queue).job(job_id), mapping={"logs": "[{\"oops", "errors": "]"})
+    echomq.append_log(conn, queue, job_id, held.token, "after")
+    assert [line["text"] for line in logs_of(conn, queue, job_id)] == ["after"]
+    assert echomq.fail(conn, queue, job_id, held.token, "boom", delay_ms=0) == "retrying"
+    row = echomq.get_job(conn, queue, job_id)
+    assert row is not None and [e.message for e in row.errors] == ["boom"]
+
+
+def test_lines_past_the_fast_path_keep_the_exact_bounds(
+    conn: echomq.Connection, queue: str
+) -> None:
+    """Lines holding what looks like an object's opening are still counted right enough:
+    a line's quote is escaped, so the count never runs past 100 kept lines."""
+    job_id = echomq.add(conn, queue, 1)
+    held = claim_one(conn, queue)
+    for n in range(105):
+        echomq.append_log(conn, queue, job_id, held.token, f'{{"n": {n}}} {{"')
+    lines = logs_of(conn, queue, job_id)
+    assert [line["text"] for line in lines] == [f'{{"n": {n}}} {{"' for n in range(5, 105)]

@@ -193,30 +193,46 @@ local function emq_xadd(p, now, fields)
   return redis.call('XADD', key, '*', unpack(fields))
 end
 
--- append one item (its JSON text) to a row's field holding a JSON array, newest last,
--- keeping at most `max_items` and, when `max_bytes` is given, at most that many bytes of
--- array text (the oldest go first; the newest is always kept). The array is decoded and
--- each item encoded again, so the stored text is cjson's whatever wrote it before.
+-- append one item (its JSON text, an object) to a row's field holding a JSON array, newest
+-- last, keeping at most `max_items` and, when `max_bytes` is given, at most that many bytes
+-- of array text (the oldest go first; the newest is always kept). While both bounds hold,
+-- the text is extended as it is: the items are counted by their openings `{"` (a quote in
+-- a JSON string is escaped, so only an object opens so; a nested object counts too, which
+-- only sends the call down the exact path sooner). Otherwise the array is decoded, each
+-- item encoded again and the oldest dropped (a field that is no JSON array is replaced:
+-- this call never fails halfway on what another writer left).
 local function emq_json_append(jk, field, item, max_items, max_bytes)
-  local parts = {}
   local old = redis.call('HGET', jk, field)
-  if old then
-    for _, v in ipairs(cjson.decode(old)) do parts[#parts + 1] = cjson.encode(v) end
+  if not old then
+    redis.call('HSET', jk, field, '[' .. item .. ']')
+    return
+  end
+  local size = #old + 1 + #item
+  if (not max_bytes or size <= max_bytes) and string.sub(old, 1, 2) == '[{'
+      and string.sub(old, -2) == '}]' then
+    local _, count = string.gsub(old, '{"', '')
+    if count < max_items then
+      redis.call('HSET', jk, field, string.sub(old, 1, -2) .. ',' .. item .. ']')
+      return
+    end
+  end
+  local parts = {}
+  local ok, kept = pcall(cjson.decode, old)  -- a field another writer spoiled is replaced
+  if ok and type(kept) == 'table' then
+    for _, v in ipairs(kept) do parts[#parts + 1] = cjson.encode(v) end
   end
   parts[#parts + 1] = item
   local first = #parts - max_items + 1
   if first < 1 then first = 1 end
   if max_bytes then
-    local size = 1
+    size = 1
     for i = first, #parts do size = size + #parts[i] + 1 end
     while size > max_bytes and first < #parts do
       size = size - #parts[first] - 1
       first = first + 1
     end
   end
-  local text = '[' .. table.concat(parts, ',', first, #parts) .. ']'
-  redis.call('HSET', jk, field, text)
-  return text
+  redis.call('HSET', jk, field, '[' .. table.concat(parts, ',', first, #parts) .. ']')
 end
 
 -- append one outcome to the outcome stream, inside the settling call; returns the
