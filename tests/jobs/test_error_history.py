@@ -166,3 +166,20 @@ def test_a_malformed_error_entry_is_refused_by_the_script_with_nothing_written(
         conn.executor.run(*bad)
     row = echomq.get_job(conn, queue, job_id)
     assert row is not None and row.state == "active" and "errors" not in row.raw
+
+
+def test_an_error_entry_is_kept_flat(conn: echomq.Connection, queue: str) -> None:
+    """A nested value in an entry another client sends is dropped: each error stays one
+    flat object, which is what keeps the row's array cheap to append to and trim."""
+    job_id = echomq.add(conn, queue, 1, max_attempts=12)
+    for attempt in range(1, 13):
+        held = claim_one(conn, queue)
+        entry = json.dumps({"type": "E", "message": f"m{attempt}", "traceback": "},{\"",
+                            "extra": [{"a": 1}, {"b": 2}], "more": {"c": {}}})
+        call = transitions.fail_call(conn.keys(queue), job_id, held.token, "e", backoff_ms=1,
+                                     backoff_cap_ms=1, delay_ms=0, error_entry=entry)
+        conn.executor.run(*call)
+    kept = errors_of(conn, queue, job_id)
+    assert [e["message"] for e in kept] == [f"m{n}" for n in range(3, 13)]
+    assert all(set(e) == {"at", "attempt", "type", "message", "traceback"} for e in kept)
+    assert all(e["traceback"] == "},{\"" for e in kept)

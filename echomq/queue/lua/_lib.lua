@@ -193,46 +193,34 @@ local function emq_xadd(p, now, fields)
   return redis.call('XADD', key, '*', unpack(fields))
 end
 
--- append one item (its JSON text, an object) to a row's field holding a JSON array, newest
--- last, keeping at most `max_items` and, when `max_bytes` is given, at most that many bytes
--- of array text (the oldest go first; the newest is always kept). While both bounds hold,
--- the text is extended as it is: the items are counted by their openings `{"` (a quote in
--- a JSON string is escaped, so only an object opens so; a nested object counts too, which
--- only sends the call down the exact path sooner). Otherwise the array is decoded, each
--- item encoded again and the oldest dropped (a field that is no JSON array is replaced:
--- this call never fails halfway on what another writer left).
+-- append one item (the JSON text of a flat object: no object or array inside) to a row's
+-- field holding a JSON array of such items, newest last, keeping at most `max_items` and,
+-- when `max_bytes` is given, at most that many bytes of array text (the oldest go first;
+-- the newest is always kept). Done on the text, never decoded: inside a JSON string a
+-- quote is escaped, so `{"` opens an item and `},{"` joins two, nowhere else. A field
+-- another writer left that is not such an array is replaced: this call never fails
+-- halfway on it.
 local function emq_json_append(jk, field, item, max_items, max_bytes)
   local old = redis.call('HGET', jk, field)
-  if not old then
+  if not old or string.sub(old, 1, 2) ~= '[{' or string.sub(old, -2) ~= '}]' then
     redis.call('HSET', jk, field, '[' .. item .. ']')
     return
   end
+  local _, count = string.gsub(old, '{"', '')
+  count = count + 1
   local size = #old + 1 + #item
-  if (not max_bytes or size <= max_bytes) and string.sub(old, 1, 2) == '[{'
-      and string.sub(old, -2) == '}]' then
-    local _, count = string.gsub(old, '{"', '')
-    if count < max_items then
-      redis.call('HSET', jk, field, string.sub(old, 1, -2) .. ',' .. item .. ']')
-      return
-    end
+  if count <= max_items and (not max_bytes or size <= max_bytes) then
+    redis.call('HSET', jk, field, string.sub(old, 1, -2) .. ',' .. item .. ']')
+    return
   end
-  local parts = {}
-  local ok, kept = pcall(cjson.decode, old)  -- a field another writer spoiled is replaced
-  if ok and type(kept) == 'table' then
-    for _, v in ipairs(kept) do parts[#parts + 1] = cjson.encode(v) end
+  local text = string.sub(old, 2, -2) .. ',' .. item
+  while count > max_items or (max_bytes and #text + 2 > max_bytes) do
+    local join = string.find(text, '},{"', 1, true)
+    if not join then break end
+    text = string.sub(text, join + 2)
+    count = count - 1
   end
-  parts[#parts + 1] = item
-  local first = #parts - max_items + 1
-  if first < 1 then first = 1 end
-  if max_bytes then
-    size = 1
-    for i = first, #parts do size = size + #parts[i] + 1 end
-    while size > max_bytes and first < #parts do
-      size = size - #parts[first] - 1
-      first = first + 1
-    end
-  end
-  redis.call('HSET', jk, field, '[' .. table.concat(parts, ',', first, #parts) .. ']')
+  redis.call('HSET', jk, field, '[' .. text .. ']')
 end
 
 -- append one outcome to the outcome stream, inside the settling call; returns the

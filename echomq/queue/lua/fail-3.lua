@@ -9,7 +9,8 @@
           floor(delay * r) (optional; ignored when ARGV[9] is given)
   ARGV[11] the attempt's error as a JSON object {"type", "message", "traceback"}
           (optional): stored with "at" (server ms) and "attempt" (the token) added,
-          appended to the row's `errors` (a JSON array, newest last, the last 10 kept)
+          appended to the row's `errors` (a JSON array, newest last, the last 10 kept;
+          a nested object or array in it is dropped: each error stays flat)
   Returns: 1 retrying (scheduled)   2 dead
     -1 no such row   -2 stale token   -3 not in active
   Tries are claims less hand-backs (a graceful shutdown's give-back is not a try),
@@ -41,7 +42,10 @@ if ARGV[11] and ARGV[11] ~= '' then
   if not ok or type(decoded) ~= 'table' then
     return redis.error_reply('ERR EMQ.FAIL the error entry must be a JSON object')
   end
-  attempt_error = decoded
+  attempt_error = {}
+  for k, v in pairs(decoded) do  -- kept flat (emq_json_append): nested values dropped
+    if type(v) ~= 'table' then attempt_error[k] = v end
+  end
 end
 local now = emq_now()
 redis.call('ZREM', KEYS[1], id)
