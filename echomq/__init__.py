@@ -34,6 +34,7 @@ from echomq.errors import (
     StreamUnavailable,
     WaitTimeout,
 )
+from echomq.jobs.joblog import append_log
 from echomq.jobs.lease import extend_lock, reap
 from echomq.jobs.progress import report_progress
 from echomq.jobs.settle import complete, complete_many, fail, release_many, remove_job
@@ -145,6 +146,7 @@ __all__ = [
     "WaitTimeout",
     "add",
     "add_many",
+    "append_log",
     "apply_retention",
     "archive",
     "cancel",

@@ -33,6 +33,81 @@ class ClaimedJob:
         return self.token
 
 
+CANCELLED_PREFIX = "cancelled:"
+"""How a cancelled job's result is stored on its row: the prefix, then the reason."""
+
+
+@dataclass(frozen=True)
+class AttemptError:
+    """One failed attempt's error, as the row's ``errors`` keep it (the last 10)."""
+
+    at: int | None
+    """When it failed, in ms since the epoch on the server's clock."""
+    attempt: int | None
+    """The attempt (the claim's token) that failed."""
+    type: str
+    """The exception class's qualified name ("" for a failure given as a string)."""
+    message: str
+    traceback: str
+    """The formatted traceback, its last 8 KiB ("" for a failure given as a string)."""
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One ``job.log`` line, as the row's ``logs`` keep it (the last 100, 64 KiB)."""
+
+    at: int | None
+    """When it was logged, in ms since the epoch on the server's clock."""
+    attempt: int | None
+    """The attempt (the claim's token) that logged it."""
+    text: str
+
+
+def _objects(text: str | None) -> list[dict[str, Any]]:
+    """A row's JSON array of objects (``errors``, ``logs``); [] when absent or not an
+    array (a row written by another client is read, never refused)."""
+    if not text:
+        return []
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return []
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def attempt_errors(text: str | None) -> list[AttemptError]:
+    """The row's ``errors`` field decoded, oldest first."""
+    return [AttemptError(at=_int_or_none(e.get("at")), attempt=_int_or_none(e.get("attempt")),
+                         type=str(e.get("type") or ""), message=str(e.get("message") or ""),
+                         traceback=str(e.get("traceback") or ""))
+            for e in _objects(text)]
+
+
+def log_lines(text: str | None) -> list[LogLine]:
+    """The row's ``logs`` field decoded, oldest first."""
+    return [LogLine(at=_int_or_none(e.get("at")), attempt=_int_or_none(e.get("attempt")),
+                    text=str(e.get("text") or ""))
+            for e in _objects(text)]
+
+
+def _result(text: str | None) -> tuple[Any, str | None]:
+    """``(result, cancel_reason)`` from the row's stored result: a cancelled job's is
+    ``cancelled:<reason>`` (no JSON text starts so); anything else is JSON, decoded (a
+    text that is not JSON, written by another client, is returned as it is)."""
+    if text is None:
+        return None, None
+    if text.startswith(CANCELLED_PREFIX):
+        return None, text[len(CANCELLED_PREFIX):]
+    try:
+        return json.loads(text), None
+    except ValueError:
+        return text, None
+
+
 @dataclass(frozen=True)
 class Job:
     """A snapshot of one job's row (``get_job``)."""
@@ -46,7 +121,9 @@ class Job:
     max_attempts: int
     group: str | None
     name: str | None
-    result: str | None
+    result: Any
+    """What its handler returned, decoded from JSON (like ``payload``); None while it has
+    not completed, and for a cancelled job (see ``cancel_reason``)."""
     last_error: str | None
     lease_epoch: str | None
     created_at: int | None
@@ -61,6 +138,17 @@ class Job:
     replay_of: str | None
     """``"<queue>/<id>"`` of the archived job this one replays (``archive.replay``)."""
     raw: dict[str, str] = field(repr=False, compare=False)
+    cancel_reason: str | None = None
+    """A cancelled job's reason ("" when none was given); None when it was not cancelled."""
+    errors: list[AttemptError] = field(default_factory=list)
+    """Each failed attempt's error, oldest first (the last 10 attempts)."""
+    logs: list[LogLine] = field(default_factory=list)
+    """Its ``job.log`` lines, oldest first (the last 100 lines, 64 KiB)."""
+
+    @property
+    def cancelled(self) -> bool:
+        """True for a job settled as cancelled."""
+        return self.cancel_reason is not None
 
     @classmethod
     def from_row(cls, job_id: str, row: dict[str, str]) -> Job:
@@ -70,6 +158,7 @@ class Job:
 
         payload_text = row.get("payload")
         progress_text = row.get("progress")
+        result, cancel_reason = _result(row.get("result"))
         return cls(
             id=job_id,
             state=JobState(row["state"]) if "state" in row else JobState.DEAD,
@@ -80,7 +169,7 @@ class Job:
             max_attempts=num("max_attempts") or 0,
             group=row.get("group"),
             name=row.get("name"),
-            result=row.get("result"),
+            result=result,
             last_error=row.get("last_error"),
             lease_epoch=row.get("lease_epoch"),
             created_at=num("created_at"),
@@ -91,6 +180,9 @@ class Job:
             progress=json.loads(progress_text) if progress_text is not None else None,
             replay_of=row.get("replay_of"),
             raw=dict(row),
+            cancel_reason=cancel_reason,
+            errors=attempt_errors(row.get("errors")),
+            logs=log_lines(row.get("logs")),
         )
 
 

@@ -4,7 +4,8 @@ The queue's Lua writes each settled outcome to ``emq:{q}:completions`` with the 
 ``job``, ``outcome``, ``result``, ``attempts``, ``at`` and, when known, ``created_at`` and
 ``started_at`` (the last claim's time; entries written before it was recorded lack it),
 and on a queue declared with ``payload=True`` the job's ``name`` and ``payload`` (its JSON
-text, what ``archive.replay`` enqueues again).
+text, what ``archive.replay`` enqueues again); ``errors`` (each failed attempt's error) and
+``logs`` (``job.log``'s lines), JSON arrays, when the job had them.
 Parsing is strict about what audit queries rely on (job, outcome, attempts, settle time)
 and lenient about the rest: anything else is kept verbatim in ``extra``. An entry that
 fails the strict part is never dropped; it is quarantined with its raw fields.
@@ -29,7 +30,7 @@ from echomq.queue.keys import check_name
 
 _INT = re.compile(r"-?[0-9]+\Z")
 _KNOWN = frozenset({"job", "outcome", "result", "attempts", "at", "created_at", "started_at",
-                    "name", "payload"})
+                    "name", "payload", "errors", "logs"})
 
 
 class Outcome(StrEnum):
@@ -86,11 +87,26 @@ class ArchivedEntry:
     name: str | None = None
     payload: str | None = None
     """The job's payload as JSON text, when its queue records payloads (else None)."""
+    errors: str | None = None
+    """Its failed attempts' errors as JSON text (an array of objects: at, attempt, type,
+    message, traceback; the last 10), or None when no attempt failed."""
+    logs: str | None = None
+    """Its ``job.log`` lines as JSON text (an array of objects: at, attempt, text), or None."""
 
     @property
     def payload_value(self) -> Any:
         """The recorded payload decoded (None when not recorded)."""
         return None if self.payload is None else json.loads(self.payload)
+
+    @property
+    def errors_value(self) -> list[dict[str, Any]]:
+        """The recorded errors decoded, oldest first ([] when none or not an array)."""
+        return _json_list(self.errors)
+
+    @property
+    def logs_value(self) -> list[dict[str, Any]]:
+        """The recorded log lines decoded, oldest first ([] when none or not an array)."""
+        return _json_list(self.logs)
 
     @property
     def at_datetime(self) -> datetime:
@@ -112,6 +128,10 @@ class ArchivedEntry:
             out["name"] = self.name
         if self.payload is not None:
             out["payload"] = self.payload
+        if self.errors is not None:
+            out["errors"] = self.errors
+        if self.logs is not None:
+            out["logs"] = self.logs
         if self.extra:
             out["extra"] = dict(self.extra)
         return out
@@ -238,7 +258,23 @@ def parse_entry(
         started_at=started_at,
         name=fields.get("name"),
         payload=fields.get("payload"),
+        errors=fields.get("errors"),
+        logs=fields.get("logs"),
     )
+
+
+def _json_list(text: str | None) -> list[dict[str, Any]]:
+    """A recorded JSON array of objects, decoded; [] for None or anything else (an entry
+    another writer put in the stream is archived as written, never refused)."""
+    if text is None:
+        return []
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return []
+    if not isinstance(value, list):
+        return []
+    return [item for item in value if isinstance(item, dict)]
 
 
 def _time(fields: Mapping[str, str], name: str) -> int | None:

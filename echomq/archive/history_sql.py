@@ -34,13 +34,14 @@ BATCH = 65_536
 """Entries per batch of columns: a JSON-lines export holds little more in memory."""
 
 COLUMNS = ("queue", "job_id", "outcome", "result", "attempts", "at", "created_at",
-           "started_at", "error", "name", "payload", "stream_id")
-"""The view's columns, in order (the same in every export)."""
+           "started_at", "error", "name", "payload", "stream_id", "errors", "logs")
+"""The view's columns, in order (the same in every export). ``errors`` and ``logs`` are the
+job's failed attempts' errors and its ``job.log`` lines, JSON text (an array) or NULL."""
 
 VIEW = """CREATE VIEW outcomes AS SELECT queue, job_id, outcome, result, attempts,
   CAST("at" AS TIMESTAMP) AS "at", CAST(created_at AS TIMESTAMP) AS created_at,
   CAST(started_at AS TIMESTAMP) AS started_at, error, name, payload, stream_id,
-  CAST("at" AS TIMESTAMP) AS settled_at FROM outcome_rows"""
+  CAST("at" AS TIMESTAMP) AS settled_at, errors, logs FROM outcome_rows"""
 """The typed view: times are TIMESTAMP (UTC, no zone: DuckDB needs pytz to hand out zoned
 values). ``at`` is a keyword in recent DuckDB (write ``"at"``), so ``settled_at`` repeats
 it under a name that needs no quotes."""
@@ -72,7 +73,7 @@ def rows(floor: Floor, queues: Iterable[str], since: int | None = None,
     for queue in queues:
         cols: list[list[Any]] = [[] for _ in COLUMNS]
         (q, job, outcome, result, attempts, at, created, started, error, name, payload,
-         sid) = cols
+         sid, errors, logs) = cols
         lines = floor.lines(queue)
         for line in lines if progress is None else _ticking(lines, progress, batch):
             obj = loads(line)
@@ -93,11 +94,13 @@ def rows(floor: Floor, queues: Iterable[str], since: int | None = None,
             name.append(f.get("name"))
             payload.append(f.get("payload"))
             sid.append(obj["id"])
+            errors.append(f.get("errors"))
+            logs.append(f.get("logs"))
             if len(sid) >= batch:
                 yield cols
                 cols = [[] for _ in COLUMNS]
                 (q, job, outcome, result, attempts, at, created, started, error, name,
-                 payload, sid) = cols
+                 payload, sid, errors, logs) = cols
         if cols[0]:
             yield cols
 
@@ -121,11 +124,12 @@ _LOAD = """INSERT INTO outcome_rows SELECT $queue, f.job, f.outcome,
   CAST(epoch_ms(TRY_CAST(f.created_at AS BIGINT)) AS TIMESTAMPTZ),
   CAST(epoch_ms(TRY_CAST(f.started_at AS BIGINT)) AS TIMESTAMPTZ),
   CASE WHEN f.outcome = 'dead' THEN coalesce(f.result, '') END,
-  f.name, f.payload, id
+  f.name, f.payload, id, f.errors, f.logs
 FROM (SELECT id, fields AS f FROM read_json($path, format = 'newline_delimited',
       maximum_object_size = 2147483647, columns = {id: 'VARCHAR', fields: 'STRUCT(
         job VARCHAR, outcome VARCHAR, result VARCHAR, attempts VARCHAR, "at" VARCHAR,
-        created_at VARCHAR, started_at VARCHAR, name VARCHAR, payload VARCHAR)'}))
+        created_at VARCHAR, started_at VARCHAR, name VARCHAR, payload VARCHAR,
+        errors VARCHAR, logs VARCHAR)'}))
 WHERE ($since IS NULL OR CAST(f."at" AS BIGINT) >= $since)
   AND ($until IS NULL OR CAST(f."at" AS BIGINT) < $until)"""
 """One queue's rows, from the floor's own stored lines (``{"id", "fields"}``) written to a
@@ -135,7 +139,7 @@ a ``created_at`` that is not a number is NULL, ``error`` is a dead outcome's res
 _TABLE = ("CREATE TABLE outcome_rows (queue VARCHAR, job_id VARCHAR, outcome VARCHAR, "
           "result VARCHAR, attempts BIGINT, \"at\" TIMESTAMPTZ, created_at TIMESTAMPTZ, "
           "started_at TIMESTAMPTZ, error VARCHAR, name VARCHAR, payload VARCHAR, "
-          "stream_id VARCHAR)")
+          "stream_id VARCHAR, errors VARCHAR, logs VARCHAR)")
 
 _LOCKDOWN = ("SET enable_external_access = false", "SET autoinstall_known_extensions = false",
              "SET autoload_known_extensions = false", "SET allow_community_extensions = false",

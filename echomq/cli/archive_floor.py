@@ -13,6 +13,7 @@ from echomq.archive.entries import Outcome, iter_jsonl
 from echomq.archive.floor_gaps import Gap
 from echomq.cli.archive_options import existing_floor, floor_option, guard, json_option
 from echomq.cli.archive_output import audit_table, emit_rows, warn_gaps
+from echomq.cli.text import debug_lines
 from echomq.cli.text import time_option as _time
 
 
@@ -61,12 +62,22 @@ def audit_cmd(queue: str, outcome: str | None, since: str | None, until: str | N
 @click.argument("job")
 @floor_option
 @json_option
-def show_cmd(queue: str, job: str, floor_path: str, as_json: bool) -> None:
-    """What happened to JOB of QUEUE: every archived outcome, oldest first."""
+@click.option("--tracebacks", is_flag=True,
+              help="Print each failed attempt's traceback under its error (--json has them).")
+def show_cmd(queue: str, job: str, floor_path: str, as_json: bool, tracebacks: bool) -> None:
+    """What happened to JOB of QUEUE: every archived outcome, oldest first, with its
+    failed attempts' errors (time, attempt, type, message) and its log lines."""
     with existing_floor(floor_path) as floor:
-        rows = [e.to_dict() for e in floor.history(queue, job)]
-    emit_rows(as_json, rows, f"{queue} job {job}")
-    if not rows:
+        entries = floor.history(queue, job)
+    if as_json or not entries:
+        emit_rows(as_json, [e.to_dict() for e in entries], f"{queue} job {job}")
+    else:
+        for entry in entries:
+            row = {k: v for k, v in entry.to_dict().items() if k not in ("errors", "logs")}
+            emit_rows(False, [row], f"{queue} job {job}")
+            for line in debug_lines(entry.errors_value, entry.logs_value, tracebacks):
+                click.echo(line)
+    if not entries:
         sys.exit(1)
 
 

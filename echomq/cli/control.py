@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import asdict
 from typing import Any
 
 import click
 
 import echomq
 from echomq.cli.app import as_click_error, connect, emit
+from echomq.cli.text import debug_lines
 from echomq.models import Job, JobState
 
 STATES = [s.value for s in JobState]
@@ -39,6 +41,8 @@ def job_dict(job: Job) -> dict[str, Any]:
         "group": job.group, "name": job.name, "payload": job.payload,
         "last_error": job.last_error, "result": job.result,
     }
+    if job.cancelled:
+        out["cancel_reason"] = job.cancel_reason
     if "progress" in job.raw:
         out["progress"] = job.progress
     out |= {"created_at": _when(job.created_at), "claimed_at": _when(job.claimed_at),
@@ -161,15 +165,24 @@ def jobs(ctx: click.Context, queue: str, state: str, start: int, count: int,
 @queue_option
 @click.argument("job_id")
 @json_option
+@click.option("--tracebacks", is_flag=True,
+              help="Print each failed attempt's traceback under its error (--json has them).")
 @click.pass_context
-def show(ctx: click.Context, queue: str, job_id: str, as_json: bool) -> None:
+def show(ctx: click.Context, queue: str, job_id: str, as_json: bool, tracebacks: bool) -> None:
     """Everything the row of JOB_ID holds: state, attempts, retried, last error, result,
-    progress, times. Refuses an unknown job and a bad name."""
+    progress, times, then each failed attempt's error (time, attempt, type, message; the
+    last 10) and its log lines (job.log). Refuses an unknown job and a bad name."""
     with as_click_error():
         job = echomq.get_job(connect(ctx, start=False), queue, job_id)
     if job is None:
         raise click.ClickException(f"no job {job_id!r} in {queue!r}")
     row = job_dict(job)
-    if not as_json:
-        row["payload"] = json.dumps(job.payload)
+    errors = [asdict(e) for e in job.errors]
+    logs = [asdict(line) for line in job.logs]
+    if as_json:
+        emit(row | {"errors": errors, "logs": logs}, as_json)
+        return
+    row["payload"] = json.dumps(job.payload)
     emit(row, as_json)
+    for line in debug_lines(errors, logs, tracebacks):
+        click.echo(line)

@@ -188,7 +188,7 @@ def _steer(conn: echomq.Connection, poison: str) -> None:
     asked = echomq.add(conn, QUEUE, {"kind": "ok", "n": 24})
     answer = echomq.wait(conn, QUEUE, asked, timeout_s=30)  # pub/sub: no polling
     console.print(f"a producer waited for job {asked}: {answer.state.value}, "
-                  f"result {answer.result}")
+                  f"result {_compact(answer.result)}")
 
 
 def _run(conn: echomq.Connection, remote: Any, root: Path) -> str:
@@ -286,7 +286,12 @@ def _query_and_replay(conn: echomq.Connection, floor_path: Path, forgotten: str)
     console.print(f"replayed {forgotten} from the archive as job {replayed} "
                   f"(replay_of={job and job.replay_of}, "
                   f"payload {json.dumps(job and job.payload, ensure_ascii=False)}): "
-                  f"{done.state.value}, result {done.result}")
+                  f"{done.state.value}, result {_compact(done.result)}")
+
+
+def _compact(value: Any) -> str:
+    """A decoded result as compact JSON, as it was stored."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _cron(conn: echomq.Connection) -> None:

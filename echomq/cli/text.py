@@ -61,6 +61,35 @@ def human_row(row: dict[str, Any]) -> dict[str, str]:
     return {key: human(value, key) for key, value in row.items()}
 
 
+def debug_lines(errors: list[dict[str, Any]], logs: list[dict[str, Any]],
+                tracebacks: bool = False) -> list[str]:
+    """A job's failed attempts' errors and its log lines as a person reads them, oldest
+    first, one line each (time, attempt, then ``type: message`` or the text); with
+    ``tracebacks``, each error's traceback follows it, indented. Nothing when neither."""
+    out: list[str] = []
+    if errors:
+        out.append(f"errors ({len(errors)}, oldest first):")
+        for e in errors:
+            kind, message = str(e.get("type") or ""), str(e.get("message") or "")
+            said = f"{kind}: {message}" if kind else message
+            out.append(f"  {_stamp(e)}  attempt {e.get('attempt', '-')}  {said}")
+            trace = str(e.get("traceback") or "")
+            if tracebacks and trace:
+                out.extend("    " + line for line in trace.rstrip("\n").splitlines())
+    if logs:
+        out.append(f"log ({len(logs)} lines, oldest first):")
+        for line in logs:
+            out.append(f"  {_stamp(line)}  attempt {line.get('attempt', '-')}  "
+                       f"{line.get('text', '')}")
+    return out
+
+
+def _stamp(item: dict[str, Any]) -> str:
+    """An error's or a log line's ``at`` as ISO 8601 UTC (``-`` when it has none)."""
+    at = item.get("at")
+    return (iso_ms(at) or "-") if isinstance(at, int) else "-"
+
+
 def time_option(value: str | None) -> int | None:
     """A time typed as an option (``--since``, ``--until``): ms since the epoch or ISO
     8601 (naive means UTC), as ms; a BadParameter (one line) for anything else,

@@ -24,10 +24,14 @@ TIMEOUT = Duration(minimum=1, bare_unit="s")
 
 def job_summary(job: echomq.Job) -> dict[str, Any]:
     """What ``emq wait`` prints about a finished job (``finished_at`` in epoch ms; the
-    human output shows it as ISO 8601)."""
-    return {"id": job.id, "outcome": outcome(job), "state": str(job.state),
-            "attempts": job.attempts, "result": job.result, "last_error": job.last_error,
-            "progress": job.progress, "finished_at": job.finished_at}
+    human output shows it as ISO 8601). ``result`` is the decoded value; a cancelled
+    job has ``cancel_reason`` instead."""
+    out = {"id": job.id, "outcome": outcome(job), "state": str(job.state),
+           "attempts": job.attempts, "result": job.result, "last_error": job.last_error,
+           "progress": job.progress, "finished_at": job.finished_at}
+    if job.cancelled:
+        out["cancel_reason"] = job.cancel_reason
+    return out
 
 
 @click.command()

@@ -11,7 +11,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from echomq.errors import EchoMQError
-from echomq.jobs.texts import cancelled_result, error_text, result_text
+from echomq.jobs.texts import (
+    attempt_error,
+    cancelled_result,
+    error_entry,
+    error_text,
+    result_text,
+)
 from echomq.queue import transitions, validate
 from echomq.queue.connection import Connection
 from echomq.queue.transitions import FailVerdict, Settlement
@@ -86,18 +92,24 @@ def fail(
     backoff_cap_ms: int = DEFAULT_BACKOFF_CAP_MS,
     record: bool = False,
     retry: bool = True,
+    delay_ms: int | None = None,
 ) -> FailVerdict:
     """A held job failed: ``"retrying"`` (scheduled after an exponential backoff
     while tries remain) or ``"dead"`` (dead-lettered with ``last_error``).
 
     ``retry=False`` dead-letters at once: for a failure that would repeat on
     every try (a result that cannot be stored, an input the handler rejects).
+    ``delay_ms`` schedules the retry that long from now instead of the backoff. Each
+    call appends the attempt's error (an exception's type, message and traceback; a
+    string as the message) to the row's ``errors``, the last 10 kept.
     """
     validate.positive_int(backoff_ms, "backoff_ms")
     validate.positive_int(backoff_cap_ms, "backoff_cap_ms")
+    entry = error_entry("", error) if isinstance(error, str) else attempt_error(error)
     call = transitions.fail_call(conn.keys(queue), job_id, token, error_text(error),
                                  backoff_ms=backoff_ms, backoff_cap_ms=backoff_cap_ms,
-                                 record=record, retry=retry)
+                                 record=record, retry=retry, delay_ms=delay_ms,
+                                 error_entry=entry)
     verdict = transitions.failed(conn.executor.run(*call), job_id)
     if isinstance(verdict, BaseException):
         raise verdict

@@ -11,6 +11,7 @@ import traceback
 from typing import Any
 
 from echomq.errors import InvalidArgument
+from echomq.models import CANCELLED_PREFIX
 
 DEFAULT_RESULT_LIMIT = 512 * 1024
 """Bytes of result JSON a completion may store (``Consumer(result_limit=)``)."""
@@ -40,7 +41,7 @@ def result_text(result: Any, limit: int = DEFAULT_RESULT_LIMIT, what: str = "res
 
 def cancelled_result(reason: str | None) -> str:
     """The result a cancelled job is completed with."""
-    return "cancelled:" + (reason or "")
+    return CANCELLED_PREFIX + (reason or "")
 
 
 def error_text(error: BaseException | str) -> str:
@@ -55,18 +56,43 @@ def error_text(error: BaseException | str) -> str:
     return message[-2000:]
 
 
-ATTEMPT_TRACEBACK_LIMIT = 8 * 1024
-"""Bytes of traceback one failed attempt keeps on the row (its last ones)."""
+ERROR_TRACEBACK_LIMIT = 8192
+"""Bytes of traceback one attempt's error keeps (its last ones: the frame that raised)."""
 
 
-def attempt_error(exc: BaseException, limit: int = ATTEMPT_TRACEBACK_LIMIT) -> str:
-    """One failed attempt's record as JSON text: the exception's type, message and the
-    last ``limit`` bytes of its full traceback (the ``fail`` script adds when and which
-    attempt)."""
+def attempt_error(exc: BaseException, limit: int = ERROR_TRACEBACK_LIMIT) -> str:
+    """One failed attempt's error as the row's ``errors`` keep it: the JSON object text
+    ``{"type", "message", "traceback"}`` (the class's qualified name, ``str(exc)`` and the
+    full formatted traceback's last ``limit`` bytes); fail-3.lua adds "at" and "attempt".
+    A retry no longer hides the error before it: each attempt keeps its own."""
+    name = type(exc).__qualname__
     try:
-        message, formatted = str(exc), "".join(traceback.format_exception(exc))
-    except Exception as problem:  # noqa: BLE001 - a user's __str__ may raise anything
-        message = formatted = f"<{type(exc).__qualname__}: unprintable: {problem!r}>"
-    tail = formatted.encode()[-limit:].decode(errors="ignore")
-    return json.dumps({"type": type(exc).__qualname__, "message": message[:limit],
-                       "traceback": tail}, separators=(",", ":"))
+        message = str(exc)
+    except Exception as failed:  # noqa: BLE001 - a user's __str__ may raise anything
+        message = f"<str() raised {type(failed).__name__}>"
+    trace = "".join(traceback.format_exception(exc))
+    return error_entry(name, message, _tail(trace, limit))
+
+
+def error_entry(kind: str, message: str, trace: str = "") -> str:
+    """The JSON object text of an attempt's error (``attempt_error``; a plain string
+    given to ``fail`` is ``error_entry("", text)``)."""
+    return json.dumps({"type": _text(kind), "message": _text(message),
+                       "traceback": _text(trace)}, separators=(",", ":"))
+
+
+def _text(text: str) -> str:
+    """``text`` fit for the wire: a lone surrogate (no UTF-8 byte) is written as its escape."""
+    try:
+        text.encode()
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode()
+
+
+def _tail(text: str, limit: int) -> str:
+    """The last ``limit`` bytes of ``text`` (cut on a character boundary)."""
+    data = text.encode("utf-8", "backslashreplace")
+    if len(data) <= limit:
+        return data.decode()
+    return data[-limit:].decode("utf-8", "ignore")

@@ -11,6 +11,7 @@ reply table (:mod:`echomq.queue.replies`); what a success code means is said her
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -164,15 +165,35 @@ def fail_call(
 ) -> Call:
     """fail-3.lua for one job: retry after a backoff, or dead-letter (``retry=False``: at once).
 
-    ``delay_ms`` replaces the exponential backoff; ``jitter`` (a draw in [0, 1]) scales
-    it; ``error_entry`` (JSON) joins the row's history of attempt errors."""
+    ``delay_ms`` schedules the retry that long from now instead of the backoff; ``jitter``
+    (r in [0, 1], drawn here on the host) makes the backoff ``floor(backoff * r)``, full
+    jitter; ``error_entry`` (a JSON object, see ``texts.attempt_error``) is appended to the
+    row's ``errors`` with the server's time and the attempt.
+    """
     keys.job(job_id)  # the gate, before the wire
-    args: list[str | int] = [keys.base, job_id, token, error, backoff_ms, backoff_cap_ms,
-                             "1" if record else "0", "0" if retry else "1"]
-    if delay_ms is not None or jitter is not None or error_entry is not None:
-        args += ["" if delay_ms is None else delay_ms,
-                 "" if jitter is None else repr(jitter), error_entry or ""]
-    return ("fail", [keys.active, keys.scheduled, keys.dead], args)
+    delay = "" if delay_ms is None else validate.non_negative_int(delay_ms, "delay_ms")
+    if jitter is None:
+        spread = ""
+    elif (isinstance(jitter, bool) or not isinstance(jitter, int | float)
+          or not 0 <= jitter <= 1):
+        raise InvalidArgument(f"jitter must be a number in [0, 1], got {jitter!r}")
+    else:
+        spread = repr(float(jitter))
+    entry = "" if error_entry is None else _error_entry(error_entry)
+    return ("fail", [keys.active, keys.scheduled, keys.dead],
+            [keys.base, job_id, token, error, backoff_ms, backoff_cap_ms,
+             "1" if record else "0", "0" if retry else "1", delay, spread, entry])
+
+
+def _error_entry(text: str) -> str:
+    """An attempt's error entry, checked to be a JSON object before the wire."""
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise InvalidArgument("error_entry must be the text of a JSON object")
+    return text
 
 
 def failed(reply: Any, job_id: str) -> FailVerdict | BaseException:
@@ -220,6 +241,21 @@ def progressed(reply: Any, job_id: str) -> None:
     """progress's reply: return when stored; raise ``JobGone``, ``StaleToken`` or
     ``NotActive`` (``LEASE_LOST``: the holder lost the job)."""
     raise_for_code(int(reply), job_id, "progress")
+
+
+# -- log ----------------------------------------------------------------------------
+
+
+def log_call(keys: Keys, job_id: str, token: int, text: str) -> Call:
+    """log-2.lua: append one line to a held job's ``logs``, fenced by the token and
+    membership in active (the last 100 lines and 64 KiB kept)."""
+    return ("log", [keys.active, keys.job(job_id)], [job_id, token, text])
+
+
+def logged(reply: Any, job_id: str) -> None:
+    """log's reply: return when appended; raise ``JobGone``, ``StaleToken`` or
+    ``NotActive`` (``LEASE_LOST``: the holder lost the job)."""
+    raise_for_code(int(reply), job_id, "log")
 
 
 # -- reap, release, remove_job, stalled_check ---------------------------------------

@@ -22,7 +22,6 @@ from echomq.queue.events import ENDS
 from echomq.queue.listen import Listener
 
 Outcome = Literal["completed", "cancelled", "dead"]
-CANCELLED_PREFIX = "cancelled:"
 
 
 def outcome(job: Job) -> Outcome | None:
@@ -30,8 +29,7 @@ def outcome(job: Job) -> Outcome | None:
     if job.state is JobState.DEAD:
         return "dead"
     if job.state is JobState.COMPLETED:
-        cancelled = (job.result or "").startswith(CANCELLED_PREFIX)
-        return "cancelled" if cancelled else "completed"
+        return "cancelled" if job.cancelled else "completed"
     return None
 
 

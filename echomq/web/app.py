@@ -94,7 +94,10 @@ def _when(ms: int | str | None) -> str:
     """Milliseconds since the epoch as UTC text."""
     if ms in (None, ""):
         return "-"
-    stamp = datetime.fromtimestamp(int(ms) / 1000, tz=UTC)
+    try:  # an archived entry's time is what its writer put there
+        stamp = datetime.fromtimestamp(int(ms) / 1000, tz=UTC)
+    except (TypeError, ValueError, OverflowError, OSError):
+        return "-"
     return stamp.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
 
 

@@ -105,13 +105,22 @@ def _job_context(board: Dashboard, queue: str, job_id: str, outcomes: int
     history = (board.floor.history(queue, job_id, offset=start, limit=HISTORY_PER_PAGE + 1)
                if board.floor is not None else [])
     return {"queue": queue, "job_id": job_id, "job": job,
-            "history": [e.to_dict() for e in history[:HISTORY_PER_PAGE]],
+            "history": [{**e.to_dict(), "errors": e.errors_value, "logs": e.logs_value}
+                        for e in history[:HISTORY_PER_PAGE]],
             "outcomes": outcomes, "more_outcomes": len(history) > HISTORY_PER_PAGE,
             "history_start": start,
             "payload": reads.pretty(job.payload) if job else None,
-            "result": reads.pretty(job.result) if job and job.result is not None else None,
+            "result": _result(job),
             "progress": reads.pretty(job.progress) if job and job.progress is not None
             else None}
+
+
+def _result(job: Job | None) -> str | None:
+    """A completed job's result as indented JSON (``null`` included: it is what the handler
+    returned); None for a job not completed and for a cancelled one (its reason shows)."""
+    if job is None or job.state != "completed" or job.cancelled:
+        return None
+    return reads.pretty_value(job.result)
 
 
 async def job(board: Dashboard, request: Request) -> Response:

@@ -88,6 +88,11 @@ def job_page(conn: Connection, queue: str, state: str, page: int, per_page: int
                             newest_first=True)
 
 
+def pretty_value(value: Any) -> str:
+    """A decoded value as indented JSON text (a string stays a JSON string)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
 def pretty(value: Any) -> str:
     """A payload or a result as indented JSON text (a string that is JSON is parsed)."""
     if isinstance(value, str):

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from echomq.errors import CancelledError, InvalidArgument
 from echomq.jobs import cancel as cancel_tokens
+from echomq.jobs.joblog import append_log
 from echomq.jobs.lease import extend_lock
 from echomq.jobs.progress import report_progress
 from echomq.jobs.texts import (
@@ -138,6 +139,14 @@ class JobContext:
         run then ends as lost, like a failed ``checkpoint``).
         """
         report_progress(self._conn, self.queue, self.id, self.attempts, value)
+
+    def log(self, text: str) -> None:
+        """Append one line to the job's log, kept on its row (the last 100 lines, 64 KiB)
+        with the time and this attempt, shown by ``emq show`` and the dashboard and
+        recorded with the job's outcome. Fenced like ``progress``: ``InvalidArgument``
+        for a line that is not a non-empty str of at most 64 KiB; ``StaleToken``,
+        ``NotActive`` or ``JobGone`` when this holder lost the job."""
+        append_log(self._conn, self.queue, self.id, self.attempts, text)
 
     def cancelled(self) -> bool:
         """True once a cancel reached this job (a shortcut for ``cancel.check``)."""

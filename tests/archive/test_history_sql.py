@@ -105,7 +105,10 @@ def test_export_parquet_and_jsonl(floor: Floor, queue: str, tmp_path: Path) -> N
         types = dict(db.execute("SELECT column_name, column_type FROM (DESCRIBE SELECT * "
                                 f"FROM read_parquet('{tmp_path / 'all.parquet'}'))").fetchall())
     assert columns == ["queue", "job_id", "outcome", "result", "attempts", "at",
-                       "created_at", "started_at", "error", "name", "payload", "stream_id"]
+                       "created_at", "started_at", "error", "name", "payload", "stream_id",
+                       "errors", "logs"]
+    dead = [row for row in back if row["outcome"] == "dead"]
+    assert dead and all(json.loads(row["errors"])[0]["message"] == row["error"] for row in dead)
     assert types["at"] == "TIMESTAMP WITH TIME ZONE" and types["attempts"] == "BIGINT"
     for row in back:
         for name in ("at", "created_at", "started_at"):

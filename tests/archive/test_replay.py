@@ -108,7 +108,7 @@ def test_a_replay_after_redis_purged_the_job(conn: echomq.Connection, queue: str
     assert dict(seen) == {again: {"to": "ada@example.org", "n": [1, 2]},
                           dead_again: {"to": "bob", "explode": True}}
     done = echomq.get_job(conn, queue, again)
-    assert done is not None and done.result == '{"sent":"ada@example.org"}'
+    assert done is not None and done.result == {"sent": "ada@example.org"}
 
 
 def test_replay_takes_the_last_archived_outcome(conn: echomq.Connection, queue: str,

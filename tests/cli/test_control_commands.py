@@ -147,3 +147,46 @@ def test_show_prints_progress_when_a_handler_reported_some(emq: Run, conn: echom
     code, out = emq("show", "-q", queue, job_id, "--json")
     row = json.loads(out)
     assert code == 0 and (row["state"], row["progress"]) == ("active", {"done": 3, "of": 10})
+
+
+def test_show_lists_each_attempts_error_and_the_log_lines(
+        conn: echomq.Connection, queue: str, emq: Run) -> None:
+    job_id = echomq.add(conn, queue, {"n": 1}, max_attempts=2)
+    for attempt in (1, 2):
+        [held] = echomq.claim(conn, queue, lease_ms=LONG)
+        echomq.append_log(conn, queue, job_id, held.token, f"fetched page {attempt}")
+        try:
+            raise KeyError(f"missing {attempt}")
+        except KeyError as exc:
+            echomq.fail(conn, queue, job_id, held.token, exc, delay_ms=0)
+    code, out = emq("show", "-q", queue, job_id)
+    assert code == 0, out
+    lines = out.splitlines()
+    at = lines.index("errors (2, oldest first):")
+    assert lines[at + 1].endswith("  attempt 1  KeyError: 'missing 1'")
+    assert lines[at + 2].endswith("  attempt 2  KeyError: 'missing 2'")
+    assert lines[at + 1][2:6].isdigit() and "Traceback" not in out  # an ISO time first
+    assert lines[at + 3] == "log (2 lines, oldest first):"
+    assert lines[at + 4].endswith("  attempt 1  fetched page 1")
+    code, traced = emq("show", "-q", queue, job_id, "--tracebacks")
+    assert code == 0 and traced.count("    Traceback (most recent call last):") == 2
+    code, out = emq("show", "-q", queue, job_id, "--json")
+    row = json.loads(out)
+    assert [e["message"] for e in row["errors"]] == ["'missing 1'", "'missing 2'"]
+    assert [line["text"] for line in row["logs"]] == ["fetched page 1", "fetched page 2"]
+    assert "--tracebacks" in emq("show", "--help")[1]
+
+
+def test_show_prints_a_result_decoded_and_a_cancel_reason(
+        conn: echomq.Connection, queue: str, emq: Run) -> None:
+    from echomq.jobs.settle import complete_cancelled
+
+    done, stopped = echomq.add(conn, queue, 1), echomq.add(conn, queue, 2)
+    first, second = echomq.claim(conn, queue, lease_ms=LONG, count=2)
+    echomq.complete(conn, queue, first.id, first.token, {"ok": [1]})
+    complete_cancelled(conn, queue, second.id, second.token, "user asked")
+    row = json.loads(emq("show", "-q", queue, done, "--json")[1])
+    assert row["result"] == {"ok": [1]} and "cancel_reason" not in row
+    row = json.loads(emq("show", "-q", queue, stopped, "--json")[1])
+    assert (row["result"], row["cancel_reason"]) == (None, "user asked")
+    assert "cancel_reason: user asked" in emq("show", "-q", queue, stopped)[1]

@@ -213,7 +213,7 @@ def test_an_active_job_with_no_subscriber_is_signalled_and_runs_on(
     assert conn.redis.zscore(Keys(queue).active, job_id) is not None
     echomq.complete(conn, queue, job_id, held.token, "finished anyway")
     job = echomq.get_job(conn, queue, job_id)
-    assert job is not None and job.result == '"finished anyway"'
+    assert job is not None and job.result == "finished anyway"
 
 
 @pytest.mark.parametrize("final", ["completed", "dead"])

@@ -519,4 +519,4 @@ def test_the_worked_example(
     assert (row.state, row.stalled, row.last_error) == ("dead", 1, "stalled")
     assert echomq.dead_jobs(scripts, queue) == [crash_id]
     done = job(scripts, queue, long_id)
-    assert (done.state, done.stalled, done.result) == ("completed", 0, '"done"')
+    assert (done.state, done.stalled, done.result) == ("completed", 0, "done")

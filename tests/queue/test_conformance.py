@@ -27,7 +27,7 @@ from echomq.queue import registry, transitions
 from echomq.queue.listen import mark_listening
 from echomq.queue.retention import purge_counted
 from echomq.scheduling.cron import fire_queue
-from tests.support.keyspace import dump, epochs, normalise
+from tests.support.keyspace import dump, epochs, normalise, timeless
 from tests.support.servers import run_id
 from tests.support.waits import wait_lapsed
 
@@ -101,7 +101,9 @@ def shape(reply: Any) -> Any:
         return (type(reply).__name__, str(reply))
     if isinstance(reply, echomq.Job):
         times = {"created_at", "claimed_at", "finished_at", "lease_epoch"}
-        return {k: v for k, v in reply.raw.items() if k not in times}
+        return shape({k: v for k, v in reply.raw.items() if k not in times})
+    if isinstance(reply, dict):  # a row: its errors and log lines carry server times
+        return {k: timeless(v) if k in ("errors", "logs") else v for k, v in reply.items()}
     return reply
 
 
@@ -198,6 +200,14 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     s("progress stale", lambda: echomq.report_progress(conn, q, keep.id, keep.token + 1, 2))
     s("progress not active", lambda: echomq.report_progress(conn, q, first.id, first.token, 3))
     s("progress not json", lambda: echomq.report_progress(conn, q, keep.id, keep.token, {1j}))
+    # log: appended, fenced as progress is; a line that is not a str refused
+    s("log ok", lambda: echomq.append_log(conn, q, keep.id, keep.token, "fetched 3 pages"))
+    s("log again", lambda: echomq.append_log(conn, q, keep.id, keep.token, "caf\u00e9 / \n"))
+    s("log gone", lambda: echomq.append_log(conn, q, "nosuch", 1, "x"))
+    s("log stale", lambda: echomq.append_log(conn, q, keep.id, keep.token + 1, "x"))
+    s("log not active", lambda: echomq.append_log(conn, q, first.id, first.token, "x"))
+    s("log not text",
+      lambda: echomq.append_log(conn, q, keep.id, keep.token, 3))  # type: ignore[arg-type]
     # out of range: one bound, refused before the wire by both (nothing changes)
     s("extend too long", lambda: echomq.extend_lock(conn, q, keep.id, keep.token, 10**16))
     s("claim too long", lambda: echomq.claim(conn, q, lease_ms=10**16))
@@ -392,6 +402,9 @@ def test_the_scenario_exercises_every_reply(records: tuple[Record, Record]) -> N
     assert outcomes["fail retrying"] == ("ok", "retrying")
     assert outcomes["fail dead"] == ("ok", "dead")
     assert outcomes["fail dead at once"] == ("ok", "dead")
+    assert [outcomes[f"log {k}"][:2] for k in ("ok", "gone", "stale", "not active", "not text")
+            ] == [("ok", None), ("raised", "JobGone"), ("raised", "StaleToken"),
+                  ("raised", "NotActive"), ("raised", "InvalidArgument")]
     assert outcomes["idempotent add"] == ("ok", "fixed")
     assert outcomes["remove completed"] == outcomes["remove dead"] == ("ok", None)
     assert outcomes["remove active"][1] == "NotRemovable"

@@ -48,7 +48,7 @@ def round_trip(conn: echomq.Connection, queue: str) -> None:
     echomq.extend_lock(conn, queue, job_id, held.token, LONG)
     echomq.complete(conn, queue, job_id, held.token, "done")
     job = echomq.get_job(conn, queue, job_id)
-    assert job is not None and (job.state, job.result) == ("completed", '"done"')
+    assert job is not None and (job.state, job.result) == ("completed", "done")
 
 
 def test_script_flush_between_calls_changes_nothing(

@@ -60,7 +60,7 @@ def test_pending_claim_active_complete_completed(conn: echomq.Connection, queue:
     echomq.complete(conn, queue, job_id, held.token, {"sent": True})
     row = job(conn, queue, job_id)
     assert row.state == "completed" and where(conn, queue, job_id) == {"completed"}
-    assert row.result == '{"sent":true}'
+    assert row.result == {"sent": True}
     assert echomq.metrics(conn, queue)["completed"] == 1
 
 
@@ -69,7 +69,7 @@ def test_a_cancelled_job_is_a_completion_not_a_state(conn: echomq.Connection, qu
     [held] = echomq.claim(conn, queue, lease_ms=LONG)
     complete_cancelled(conn, queue, job_id, held.token, "operator")
     row = job(conn, queue, job_id)
-    assert (row.state, row.result) == ("completed", "cancelled:operator")
+    assert (row.state, row.result, row.cancel_reason) == ("completed", None, "operator")
     assert where(conn, queue, job_id) == {"completed"}
     assert {s.value for s in echomq.JobState} == set(SETS)  # no 'cancelled' on the wire
 
@@ -169,7 +169,7 @@ def test_the_old_holder_is_fenced_after_a_reclaim(
     assert isinstance(released, echomq.StaleToken)
     assert dump(conn.redis, queue) == before  # the stale holder changed nothing
     echomq.complete(conn, queue, job_id, new.token, "mine")
-    assert job(conn, queue, job_id).result == '"mine"'
+    assert job(conn, queue, job_id).result == "mine"
 
 
 # --- ordering ------------------------------------------------------------------------------

@@ -102,7 +102,7 @@ def test_a_worker_in_another_process_completes_the_job(data_dir: Path, queue: st
         try:
             wait_until(lambda: echomq.counts(conn, queue).completed == 1, timeout=30)
             job = echomq.get_job(conn, queue, job_id)
-            assert job is not None and json.loads(str(job.result)) == {"done": 7}
+            assert job is not None and job.result == {"done": 7}
         finally:
             conn.close()
     finally:

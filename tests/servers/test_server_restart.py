@@ -88,7 +88,7 @@ def test_a_consumer_and_a_scheduler_ride_a_restart_of_the_folders_server(
 
             wait_until(cancelled, timeout=30)
             job = echomq.get_job(producer, queue, waiting)
-            assert job is not None and job.result == "cancelled:after restart"
+            assert job is not None and job.cancel_reason == "after restart"
             # the scheduler's sweeps reach the restarted server: a lapsed lease is found
             echomq.add(producer, swept, {"lapses": True})
             [held] = echomq.claim(producer, swept, lease_ms=100)

@@ -21,6 +21,8 @@ from echomq.queue.keys import Keys
 _TIME_FLOOR = 1_000_000_000_000
 TIME_FIELDS = frozenset({"created_at", "claimed_at", "finished_at", "at", "started_at",
                          "entry", "folded"})
+_TIME_JSON = frozenset({"errors", "logs"})
+"""Fields holding a JSON array of objects each with its own server time ``at``."""
 _TIME_SCORED = frozenset({"scheduled", "active", "completed", "dead"})
 # Histograms of durations: which bucket a time lands in depends on the clock, so only
 # how many observations each holds is compared.
@@ -63,7 +65,7 @@ def normalise(raw: dict[str, tuple[str, Any]]) -> dict[str, tuple[str, Any]]:
             content = {f: {**json.loads(v), "created_at": "<t>"} for f, v in content.items()}
         elif kind == "hash":
             content = {
-                f: ("<t>" if f in TIME_FIELDS else v)
+                f: ("<t>" if f in TIME_FIELDS else timeless(v) if f in _TIME_JSON else v)
                 for f, v in content.items()
                 if f != "lease_epoch"
             }
@@ -71,7 +73,8 @@ def normalise(raw: dict[str, tuple[str, Any]]) -> dict[str, tuple[str, Any]]:
             content = [(m, "<t>" if s >= _TIME_FLOOR else s) for m, s in content]
         elif kind == "stream":
             content = [
-                {f: ("<t>" if f in TIME_FIELDS else v) for f, v in fields.items()}
+                {f: ("<t>" if f in TIME_FIELDS else timeless(v) if f in _TIME_JSON else v)
+                 for f, v in fields.items()}
                 for _, fields in content
             ]
         out[name] = (kind, content)
@@ -85,3 +88,9 @@ def epochs(raw: dict[str, tuple[str, Any]]) -> dict[str, str]:
         for name, (kind, content) in raw.items()
         if kind == "hash" and name.startswith("job:") and "lease_epoch" in content
     }
+
+
+def timeless(text: str) -> Any:
+    """A JSON array of timed objects (a row's ``errors`` or ``logs``), decoded with each
+    ``at`` made ``<t>``."""
+    return [{**item, "at": "<t>"} for item in json.loads(text)]

@@ -292,3 +292,58 @@ def test_metrics_are_served_behind_the_token(rconn: Connection, queue: str) -> N
     jobs = {s.labels["state"]: s.value for f in text_string_to_metric_families(scrape.text)
             if f.name == "echomq_jobs" for s in f.samples if s.labels.get("queue") == queue}
     assert jobs["pending"] == 2 and jobs["dead"] == 1
+
+
+def test_a_job_page_lists_its_errors_and_log_lines_escaped(
+        conn: Connection, queue: str) -> None:
+    job_id = echomq.add(conn, queue, 1, max_attempts=3)
+    for attempt in (1, 2):
+        [held] = echomq.claim(conn, queue, lease_ms=60_000)
+        echomq.append_log(conn, queue, job_id, held.token, f"<script>log {attempt}</script>")
+        try:
+            raise ValueError(f"<img src=x onerror=alert({attempt})>")
+        except ValueError as exc:
+            echomq.fail(conn, queue, job_id, held.token, exc, delay_ms=0)
+    [held] = echomq.claim(conn, queue, lease_ms=60_000)
+    echomq.complete(conn, queue, job_id, held.token, "<b>done</b>")
+    page = client(conn).get(f"/queues/{queue}/jobs/{job_id}").text
+    errors = re.search(r'<table class="grid" id="errors">(.*?)</table>', page, re.S)
+    logs = re.search(r'<table class="grid" id="logs">(.*?)</table>', page, re.S)
+    assert errors and logs, page
+    rows = re.findall(r"<tr><td>.*?</tr>", errors.group(1), re.S)
+    assert len(rows) == 2 and "<img" not in errors.group(1)
+    assert "&lt;img src=x onerror=alert(1)&gt;" in rows[0]
+    assert "ValueError" in rows[1] and "Traceback (most recent call last)" in rows[1]
+    assert "<script>" not in logs.group(1)
+    assert logs.group(1).count("&lt;script&gt;log ") == 2
+    result = re.search(r'<pre id="result">(.*?)</pre>', page, re.S)
+    assert result and result.group(1) == "&#34;&lt;b&gt;done&lt;/b&gt;&#34;"
+
+
+def test_a_cancelled_jobs_page_shows_its_reason(conn: Connection, queue: str) -> None:
+    from echomq.jobs.settle import complete_cancelled
+
+    job_id = echomq.add(conn, queue, 1)
+    [held] = echomq.claim(conn, queue, lease_ms=60_000)
+    complete_cancelled(conn, queue, job_id, held.token, "<i>enough</i>")
+    page = client(conn).get(f"/queues/{queue}/jobs/{job_id}").text
+    assert '<pre id="result">-</pre>' in page
+    assert '<p id="cancel-reason">Cancelled: &lt;i&gt;enough&lt;/i&gt;</p>' in page
+    assert "No failed attempt." in page and "No log line." in page
+
+
+def test_a_forgotten_jobs_page_shows_its_archived_errors_and_log_lines(
+        rconn: Connection, queue: str, floor: Floor) -> None:
+    declare(rconn, queue)
+    job_id = echomq.add(rconn, queue, 1, max_attempts=1)
+    [held] = echomq.claim(rconn, queue, lease_ms=60_000)
+    echomq.append_log(rconn, queue, job_id, held.token, "<u>about to fail</u>")
+    echomq.fail(rconn, queue, job_id, held.token, ValueError("<em>disk</em> full"))
+    Driver(rconn, floor, claim_record=True).fold(queue)
+    assert echomq.purge(rconn, queue, "dead") == 1
+    page = client(rconn, floor).get(f"/queues/{queue}/jobs/{job_id}").text
+    assert 'id="from-archive"' in page
+    debug = re.search(r'<tr class="archived-debug">(.*?)</tr>', page, re.S)
+    assert debug and "1 error(s), 1 log line(s)" in debug.group(1)
+    assert "&lt;em&gt;disk&lt;/em&gt; full" in debug.group(1) and "<em>" not in debug.group(1)
+    assert "&lt;u&gt;about to fail&lt;/u&gt;" in debug.group(1)

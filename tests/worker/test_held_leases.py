@@ -141,7 +141,7 @@ def test_a_forced_stop_settles_finished_jobs_and_hands_back_only_unfinished(
     for job_id in ids[:3]:
         job = states[job_id]
         assert job is not None and (job.state, job.attempts, job.result) == (
-            "completed", 1, '"done"')
+            "completed", 1, "done")
     last = states[ids[3]]
     assert last is not None and last.state == "pending"  # unfinished: handed back
     assert dict(runs.count) == dict.fromkeys(ids, 1)

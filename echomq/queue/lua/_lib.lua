@@ -193,13 +193,54 @@ local function emq_xadd(p, now, fields)
   return redis.call('XADD', key, '*', unpack(fields))
 end
 
+-- append one item (the JSON text of a flat object: no object or array inside) to a row's
+-- field holding a JSON array of such items, newest last, keeping at most `max_items` and,
+-- when `max_bytes` is given, at most that many bytes of array text (the oldest go first;
+-- the newest is always kept). Done on the text, never decoded: inside a JSON string a
+-- quote is escaped, so `{"` opens an item and `},{"` joins two, nowhere else. A field
+-- another writer left that is not such an array is replaced: this call never fails
+-- halfway on it.
+local function emq_json_append(jk, field, item, max_items, max_bytes)
+  local old = redis.call('HGET', jk, field)
+  if not old or string.sub(old, 1, 2) ~= '[{' or string.sub(old, -2) ~= '}]' then
+    redis.call('HSET', jk, field, '[' .. item .. ']')
+    return
+  end
+  local _, count = string.gsub(old, '{"', '')
+  count = count + 1
+  local size = #old + 1 + #item
+  if count <= max_items and (not max_bytes or size <= max_bytes) then
+    redis.call('HSET', jk, field, string.sub(old, 1, -2) .. ',' .. item .. ']')
+    return
+  end
+  local text = string.sub(old, 2, -2) .. ',' .. item
+  while count > max_items or (max_bytes and #text + 2 > max_bytes) do
+    local join = string.find(text, '},{"', 1, true)
+    if not join then break end
+    text = string.sub(text, join + 2)
+    count = count - 1
+  end
+  redis.call('HSET', jk, field, '[' .. text .. ']')
+end
+
 -- append one outcome to the outcome stream, inside the settling call; returns the
 -- entry's id, which the caller stores on the row (`entry`) so that retention can tell
 -- whether the archive has folded it. `started` is when the last attempt was claimed;
 -- `name` and `body` (the payload JSON) are given only on a queue that records payloads.
+-- The row's `errors` (each failed attempt's) and `logs` (job.log's lines), JSON arrays,
+-- go with it when the row has them, so the archive keeps why a job died.
 local function emq_record(p, id, outcome, result, attempts, now, created, started, name, body)
   local fields = {'job', id, 'outcome', outcome, 'result', result,
     'attempts', attempts or '0', 'at', now}
+  local kept = redis.call('HMGET', p .. 'job:' .. id, 'errors', 'logs')
+  if kept[1] then
+    fields[#fields + 1] = 'errors'
+    fields[#fields + 1] = kept[1]
+  end
+  if kept[2] then
+    fields[#fields + 1] = 'logs'
+    fields[#fields + 1] = kept[2]
+  end
   if created then
     fields[#fields + 1] = 'created_at'
     fields[#fields + 1] = created

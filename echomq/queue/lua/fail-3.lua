@@ -4,6 +4,13 @@
   ARGV[5] backoff base ms   ARGV[6] backoff cap ms   ARGV[7] record ('1' = always)
   ARGV[8] '1' = dead-letter at once, whatever tries remain (a deterministic failure,
           such as a result that cannot be stored; optional, default retry)
+  ARGV[9] the retry's delay in ms, instead of the backoff (optional; '' = the backoff)
+  ARGV[10] full jitter: a decimal r in [0, 1] drawn by the host; the backoff becomes
+          floor(delay * r) (optional; ignored when ARGV[9] is given)
+  ARGV[11] the attempt's error as a JSON object {"type", "message", "traceback"}
+          (optional): stored with "at" (server ms) and "attempt" (the token) added,
+          appended to the row's `errors` (a JSON array, newest last, the last 10 kept;
+          a nested object or array in it is dropped: each error stays flat)
   Returns: 1 retrying (scheduled)   2 dead
     -1 no such row   -2 stale token   -3 not in active
   Tries are claims less hand-backs (a graceful shutdown's give-back is not a try),
@@ -28,17 +35,40 @@ local row = redis.call('HMGET', jk, 'attempts', 'max_attempts', 'released', 'gro
 if not row[1] then return -1 end
 if row[1] ~= ARGV[3] then return -2 end
 if not redis.call('ZSCORE', KEYS[1], id) then return -3 end
+-- the attempt's error is read before any write: a malformed one refuses the whole call
+local attempt_error = nil
+if ARGV[11] and ARGV[11] ~= '' then
+  local ok, decoded = pcall(cjson.decode, ARGV[11])
+  if not ok or type(decoded) ~= 'table' then
+    return redis.error_reply('ERR EMQ.FAIL the error entry must be a JSON object')
+  end
+  attempt_error = {}
+  for k, v in pairs(decoded) do  -- kept flat (emq_json_append): nested values dropped
+    if type(v) ~= 'table' then attempt_error[k] = v end
+  end
+end
 local now = emq_now()
 redis.call('ZREM', KEYS[1], id)
+if attempt_error then
+  attempt_error['at'] = now
+  attempt_error['attempt'] = tonumber(ARGV[3])
+  emq_json_append(jk, 'errors', cjson.encode(attempt_error), 10, nil)
+end
 if row[4] then emq_release_slot(p, row[4]) end
 local tries = tonumber(row[1]) - tonumber(row[3] or '0') - tonumber(row[7] or '0')
 local run, wait = {}, {}
 emq_observe(run, wait, now, row[5], row[6])
 emq_observe_flush(p, run, wait)
 if ARGV[8] ~= '1' and tries < tonumber(row[2]) then
-  local delay = tonumber(ARGV[5]) * (2 ^ (tries - 1))
-  local cap = tonumber(ARGV[6])
-  if delay > cap then delay = cap end
+  local delay
+  if ARGV[9] and ARGV[9] ~= '' then
+    delay = tonumber(ARGV[9])
+  else
+    delay = tonumber(ARGV[5]) * (2 ^ (tries - 1))
+    local cap = tonumber(ARGV[6])
+    if delay > cap then delay = cap end
+    if ARGV[10] and ARGV[10] ~= '' then delay = delay * tonumber(ARGV[10]) end
+  end
   redis.call('HSET', jk, 'state', 'scheduled', 'last_error', ARGV[4])
   redis.call('ZADD', KEYS[2], now + math.floor(delay), id)
   redis.call('HINCRBY', p .. 'metrics:finished', 'retried', 1)
