@@ -37,6 +37,10 @@ class Fail(Exception):  # noqa: N818 - raised by a handler as a command: "fail f
     """Raise from a handler to dead-letter the job at once: no retry would help."""
 
 
+# the names a job's error shows them by: ``echomq.Fail: bad address``
+Retry.__module__ = Fail.__module__ = "echomq"
+
+
 @dataclass(frozen=True)
 class Backoff:
     """Exponential backoff: ``base_ms * 2**(try - 1)``, at most ``cap_ms``; with ``jitter``

@@ -69,7 +69,7 @@ def test_errors_and_logs_reach_the_stream_and_outlive_the_row(
     assert "errors" not in recorded[ids["plain"]] and "logs" not in recorded[ids["plain"]]
 
     path = tmp_path / "floor"
-    driver = Driver(conn, path, slice_count=2, claim_record=True)
+    driver = Driver(conn, path, slice_count=2, claim_custody=True)
     driver.fold(queue)
     driver.close()
     assert echomq.purge(conn, queue, "dead") == 1

@@ -64,6 +64,8 @@ def run_until_idle(block: str, namespace: dict[str, Any]) -> None:
         except BaseException as exc:  # surfaced in the test below
             errors.append(exc)
 
+    for earlier in ("consumer", "worker"):  # an earlier block's, stopped already
+        namespace.pop(earlier, None)
     thread = threading.Thread(target=target, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

@@ -339,7 +339,7 @@ def test_a_forgotten_jobs_page_shows_its_archived_errors_and_log_lines(
     [held] = echomq.claim(rconn, queue, lease_ms=60_000)
     echomq.append_log(rconn, queue, job_id, held.token, "<u>about to fail</u>")
     echomq.fail(rconn, queue, job_id, held.token, ValueError("<em>disk</em> full"))
-    Driver(rconn, floor, claim_record=True).fold(queue)
+    Driver(rconn, floor, claim_custody=True).fold(queue)
     assert echomq.purge(rconn, queue, "dead") == 1
     page = client(rconn, floor).get(f"/queues/{queue}/jobs/{job_id}").text
     assert 'id="from-archive"' in page
