@@ -7,6 +7,7 @@ name. ``send(...)`` is a plain call that runs here.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
@@ -40,6 +41,8 @@ class Task(Generic[P, R]):
         """Seconds a run may take before its token fires with ``timeout`` (None: no limit)."""
         self.timeout_grace_s = timeout_grace_s
         """Seconds after the timeout before a run still going is settled as failed."""
+        self.is_async = inspect.iscoroutinefunction(fn)
+        """An ``async def`` task: its runs are coroutines on the worker's event loop."""
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("echomq.worker")
 
+ASYNC_HANDOFF_THREADS = 2
+"""Handler threads of a worker whose tasks are all ``async def``: they only hand each
+claimed job's coroutine to the event loop, where ``concurrency`` of them run at once."""
+
 
 class Worker:
     """Runs an App's tasks until ``stop()``, SIGTERM or SIGINT (:meth:`run`)."""
@@ -38,6 +42,9 @@ class Worker:
                     check_timeout(task.timeout_s, task.timeout_grace_s, lease_ms)
                 except InvalidArgument as exc:
                     raise InvalidArgument(f"task {task.name!r}: {exc}") from None
+        if app.tasks and all(task.is_async for task in app.tasks.values()):
+            # async tasks run on the event loop: a thread only hands each one over
+            consumer_options.setdefault("threads", min(concurrency, ASYNC_HANDOFF_THREADS))
         self.consumer = Consumer(app.conn, queues, self.router, concurrency=concurrency,
                                  failure_policy=self.router.plan, log_finished=True,
                                  timeouts=self.router.timeouts, **consumer_options)

@@ -18,7 +18,6 @@ from typing import Any, Literal
 import redis
 
 from echomq.errors import EchoMQError
-from echomq.jobs import cancel as cancel_tokens
 from echomq.jobs.lease import reap
 from echomq.jobs.stalled import sweep_stalled
 from echomq.queue import transitions
@@ -93,7 +92,7 @@ class Beat:
                     if not self._renewed(j, reply, sent)]
             for job in lost:
                 if job.started:
-                    cancel_tokens.cancel(job.cancel_token, "lease lost")
+                    job.signal_cancel("lease lost")
                 else:
                     self.held.let_go(job)
         if lost:

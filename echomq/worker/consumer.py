@@ -103,6 +103,7 @@ class Consumer:
         timeouts: Timeouts | None = None,
         hard_timeout: Literal["abandon", "exit"] = "abandon",
         max_abandoned: int = 4,
+        threads: int | None = None,
     ) -> None:
         self.conn = conn
         self.plan = QueuePlan(conn, queue)
@@ -117,6 +118,10 @@ class Consumer:
         self.failure_policy = failure_policy
         self.log_finished = log_finished
         self.concurrency = validate.positive_int(concurrency, "concurrency")
+        self.threads = self.concurrency if threads is None else validate.positive_int(
+            threads, "threads")
+        """Handler threads: ``concurrency`` by default; fewer when handlers are coroutines
+        (async tasks run on one event loop, and a thread only hands them over)."""
         self.lease_ms = validate.positive_int(lease_ms, "lease_ms")
         if recovery not in ("reap", "stalled"):
             raise InvalidArgument(f"recovery must be 'reap' or 'stalled', got {recovery!r}")
@@ -292,7 +297,7 @@ class Consumer:
     def _start(self) -> None:
         self._wait_for_server()
         self._settler.start()
-        for _ in range(self.concurrency):
+        for _ in range(min(self.threads, self.concurrency)):
             self._start_slot()
         watchdog = self._slots.watchdog
         if watchdog is not None:
@@ -388,6 +393,7 @@ class Consumer:
         for _ in self._threads:
             self._work.put(STOP)
         self._subscription.stop()
+        self._slots.stop()
         if self._slots.watchdog is not None:
             self._slots.watchdog.stop()
         s = self._settler

@@ -48,7 +48,7 @@ class JobContext:
     __slots__ = (
         "id", "name", "attempts", "cancel_token", "queue", "finished", "started", "done",
         "deadline", "_conn", "_lease_ms", "_raw", "_payload", "_row", "traceparent", "span",
-        "ran_s", "timed_out", "timeout_s", "runner",
+        "ran_s", "timed_out", "timeout_s", "runner", "on_cancel",
     )
 
     def __init__(
@@ -86,7 +86,9 @@ class JobContext:
         self.timeout_s: float | None = None
         """The run's timeout, once its handler started (None: no timeout)."""
         self.runner: Any = None
-        """The handler thread running the job (set when it starts)."""
+        """The handler thread running the job (set when it starts; None for a coroutine)."""
+        self.on_cancel: Callable[[], None] | None = None
+        """Called when the job's token fires (an async task's: cancel its coroutine)."""
 
     @property
     def payload(self) -> Any:
@@ -147,6 +149,31 @@ class JobContext:
         for a line that is not a non-empty str of at most 64 KiB; ``StaleToken``,
         ``NotActive`` or ``JobGone`` when this holder lost the job."""
         append_log(self._conn, self.queue, self.id, self.attempts, text)
+
+    def signal_cancel(self, reason: str | None) -> None:
+        """Fire this job's cancel token (the first reason wins); an async task's coroutine
+        is cancelled too, so it stops at its next await."""
+        cancel_tokens.cancel(self.cancel_token, reason)
+        if self.on_cancel is not None:
+            self.on_cancel()
+
+    async def acheckpoint(self, lease_ms: int | None = None) -> None:
+        """:meth:`checkpoint` from an async task, without blocking its event loop."""
+        import asyncio
+
+        await asyncio.to_thread(self.checkpoint, lease_ms)
+
+    async def aprogress(self, value: Any) -> None:
+        """:meth:`progress` from an async task, without blocking its event loop."""
+        import asyncio
+
+        await asyncio.to_thread(self.progress, value)
+
+    async def alog(self, text: str) -> None:
+        """:meth:`log` from an async task, without blocking its event loop."""
+        import asyncio
+
+        await asyncio.to_thread(self.log, text)
 
     def cancelled(self) -> bool:
         """True once a cancel reached this job (a shortcut for ``cancel.check``)."""

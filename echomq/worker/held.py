@@ -19,7 +19,6 @@ from typing import Any
 import redis
 
 from echomq.errors import EchoMQError
-from echomq.jobs import cancel as cancel_tokens
 from echomq.jobs.settle import release_many
 from echomq.queue.connection import Connection
 from echomq.worker.context import JobContext
@@ -63,7 +62,7 @@ class Held:
                 self.jobs[job.queue, job.id] = job
                 early = self._early.pop((job.queue, job.id), None) if self._early else None
                 if early is not None:
-                    cancel_tokens.cancel(job.cancel_token, early[1])
+                    job.signal_cancel(early[1])
 
     def cancel(self, queue: str, job_id: str, reason: str | None) -> JobContext | None:
         """Set the cancel token of ``job_id`` of ``queue`` when held (returned); else keep
@@ -81,7 +80,7 @@ class Held:
                 self._early.pop(held, None)
                 self._early[held] = (now, reason)
                 return None
-        cancel_tokens.cancel(job.cancel_token, reason)
+        job.signal_cancel(reason)
         return job
 
     def let_go(self, job: JobContext) -> None:

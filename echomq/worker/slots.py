@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from time import perf_counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -42,6 +42,9 @@ from echomq.worker.context import (
 )
 from echomq.worker.held import STOP, Held
 from echomq.worker.watchdog import Watchdog
+
+if TYPE_CHECKING:
+    from echomq.worker.event_loop import EventLoop
 
 Timeouts = Callable[[JobContext], "tuple[float, float] | None"]
 """A job's ``(timeout_s, grace_s)``, or None for no timeout (an App's tasks say)."""
@@ -88,6 +91,8 @@ class HandlerSlots:
         self.abandoned: set[threading.Thread] = set()
         """Handler threads whose job was settled without them; each ends when it returns."""
         self.abandoned_total = 0
+        self._loop: EventLoop | None = None
+        self._loop_lock = threading.Lock()
 
     def run(self) -> None:
         """Run jobs from the buffer until a ``STOP`` comes (or this thread was abandoned)."""
@@ -111,6 +116,10 @@ class HandlerSlots:
                 outcome = execute(handler, job, limit, policy)
             else:
                 outcome = self._traced(traced, job)
+            if outcome.coro is not None:  # an async task: it runs on the event loop
+                job.runner = None
+                self.event_loop().submit(job, outcome.coro)
+                continue
             job.ran_s = clock() - started
             if limits is not None:
                 assert self.watchdog is not None
@@ -120,6 +129,30 @@ class HandlerSlots:
             if job.runner is not None and job.runner in self.abandoned:
                 self.abandoned.discard(job.runner)
                 return  # another thread took this slot
+
+    def event_loop(self) -> EventLoop:
+        """The worker's event loop for async tasks, started on the first one."""
+        if self._loop is None:
+            with self._loop_lock:
+                if self._loop is None:
+                    from echomq.worker.event_loop import EventLoop
+
+                    self._loop = EventLoop(result_limit=self.result_limit, policy=self.policy,
+                                           finish=self._ended_async, ended=self._unwatch)
+        return self._loop
+
+    def _ended_async(self, outcome: HandlerOutcome) -> None:
+        self.observe(outcome.job.ran_s)
+        self._finish(outcome)
+
+    def _unwatch(self, job: JobContext) -> None:
+        if self.watchdog is not None:
+            self.watchdog.unwatch(job)
+
+    def stop(self) -> None:
+        """Stop the event loop, if one started (the Consumer waited for running jobs)."""
+        if self._loop is not None:
+            self._loop.stop()
 
     def _traced(self, traced: tracing.Tracing, job: JobContext) -> HandlerOutcome:
         """Run the handler inside its span, the child of the producer's (tracing on)."""
@@ -181,8 +214,11 @@ class HandlerSlots:
                 self.give_up("exit")
             return
         thread = job.runner
-        if thread is not None:
-            self.abandoned.add(thread)
+        if thread is None:  # a coroutine that swallowed its cancel: no thread to replace
+            log.error("job %s/%s: its coroutine is still running at its timeout plus grace; "
+                      "settled as failed", job.queue, job.id)
+            return
+        self.abandoned.add(thread)
         self.abandoned_total += 1
         stuck = sum(1 for t in list(self.abandoned) if t.is_alive())
         log.error("job %s/%s: still running at its timeout plus grace; settled as failed, "

@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Callable
 
-from echomq.jobs import cancel as cancel_tokens
 from echomq.worker.context import JobContext
 
 log = logging.getLogger("echomq.consumer")
@@ -63,7 +62,7 @@ class Watchdog:
                     if now >= soft_at and not job.timed_out:
                         job.timed_out = True
                         self.timeouts += 1
-                        cancel_tokens.cancel(job.cancel_token, TIMEOUT_REASON)
+                        job.signal_cancel(TIMEOUT_REASON)
                         log.warning("job %s/%s reached its timeout; cancelling it", job.queue,
                                     job.id)
                     nearest = min(nearest, hard_at if job.timed_out else soft_at)
