@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable, Coroutine
 from time import perf_counter
 from typing import Any
@@ -44,6 +45,11 @@ class EventLoop:
         self.ended = ended
         """Called with each job once its coroutine returned (the watchdog lets go of it)."""
         self.loop = asyncio.new_event_loop()
+        self._incoming: deque[tuple[JobContext, Coroutine[Any, Any, Any]]] = deque()
+        self._woken = False
+        self._wake_lock = threading.Lock()
+        self._running: set[asyncio.Task[None]] = set()
+        """The loop keeps only weak references to its tasks: these keep them alive."""
         self._thread = threading.Thread(target=self._run_forever, name="emq-event-loop",
                                         daemon=True)
         self._thread.start()
@@ -53,8 +59,24 @@ class EventLoop:
         self.loop.run_forever()
 
     def submit(self, job: JobContext, coro: Coroutine[Any, Any, Any]) -> None:
-        """Run ``coro`` for ``job`` on the loop (from any thread)."""
-        asyncio.run_coroutine_threadsafe(self._run(job, coro), self.loop)
+        """Run ``coro`` for ``job`` on the loop (from any thread). Hand-offs that arrive
+        together wake the loop once: one self-pipe write for a batch, not one a job."""
+        self._incoming.append((job, coro))
+        with self._wake_lock:
+            if self._woken:
+                return
+            self._woken = True
+        self.loop.call_soon_threadsafe(self._start_incoming)
+
+    def _start_incoming(self) -> None:
+        with self._wake_lock:
+            self._woken = False
+        incoming, create, running = self._incoming, self.loop.create_task, self._running
+        while incoming:
+            job, coro = incoming.popleft()
+            task = create(self._run(job, coro))
+            running.add(task)
+            task.add_done_callback(running.discard)
 
     async def _run(self, job: JobContext, coro: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.current_task()
