@@ -2,11 +2,14 @@
 
 ``consumer_worker.py URL QUEUE TOTAL CONCURRENCY PREFETCH [MODE]``: MODE ``plain`` (a
 Consumer with a no-op handler, the default), ``task`` (an App's no-op task, routed by
-name) or ``task3`` (the same task, the worker over three queues ``QUEUE-a``, ``QUEUE-b``
-and ``QUEUE`` in strict order, so every claim round asks two empty queues first)."""
+name), ``task3`` (the same task, the worker over three queues ``QUEUE-a``, ``QUEUE-b``
+and ``QUEUE`` in strict order, so every claim round asks two empty queues first),
+``async`` (an ``async def`` no-op task on the event loop) or ``async-io`` (an async task
+that awaits ``asyncio.sleep(0.05)``: I/O-bound)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import resource
 import sys
@@ -17,15 +20,28 @@ import echomq
 from echomq.worker.consumer import Consumer
 
 
+async def async_noop(n: int) -> None:
+    return None
+
+
+async def async_io(n: int) -> None:
+    await asyncio.sleep(0.05)
+
+
 def worker(conn: echomq.Connection, queue: str, mode: str, concurrency: int,
            prefetch: int | None) -> Consumer:
-    options = {"concurrency": concurrency, "prefetch": prefetch, "batch_size": 100,
-               "poll_ms": 50}
+    options = {"concurrency": concurrency, "prefetch": prefetch,
+               "batch_size": min(1000, max(100, concurrency)), "poll_ms": 50}
     if mode == "plain":
         return Consumer(conn, queue, lambda job: None, **options)
     app = echomq.App(conn=conn)
-    app.task(queue=queue, name="bench.noop")(lambda n: None)
-    queues = [queue] if mode == "task" else [f"{queue}-a", f"{queue}-b", queue]
+    if mode == "async":
+        app.task(queue=queue, name="bench.noop")(async_noop)
+    elif mode == "async-io":
+        app.task(queue=queue, name="bench.noop")(async_io)
+    else:
+        app.task(queue=queue, name="bench.noop")(lambda n: None)
+    queues = [f"{queue}-a", f"{queue}-b", queue] if mode == "task3" else [queue]
     return app.worker(queues, **options).consumer
 
 
