@@ -33,6 +33,7 @@ from echomq.prometheus.reads import STATES, QueueSample, sample, server_ms
 from echomq.queue.admin import OUTCOMES  # one name per meaning, as echomq.metrics
 from echomq.queue.connection import Connection
 from echomq.queue.keys import check_name
+from echomq.queue.worker_events import WORKER_EVENTS
 
 BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000,
               900000, 3600000)
@@ -93,6 +94,11 @@ def _families(samples: list[QueueSample], now: int, floor: Floor | None) -> Iter
         "echomq_jobs_finished", "Settled attempts by outcome: completed, cancelled, "
         "retried (failed, another try scheduled), dead (dead-lettered).",
         labels=["queue", "outcome"])
+    workers = CounterMetricFamily(
+        "echomq_worker_events", "What happened to workers: runs that reached their "
+        "timeout (timeouts), settled without their thread (abandoned) or process (killed), "
+        "worker processes restarted after dying (restarts) or recycled (recycles).",
+        labels=["queue", "event"])
     stalls = CounterMetricFamily(
         "echomq_stalls", "Lapsed leases the stalled sweep recovered or dead-lettered.",
         labels=["queue", "result"])
@@ -128,6 +134,8 @@ def _families(samples: list[QueueSample], now: int, floor: Floor | None) -> Iter
             finished.add_metric([s.queue, outcome], s.finished.get(outcome, 0))
         for result in STALL_RESULTS:
             stalls.add_metric([s.queue, result], s.stalls.get(result, 0))
+        for event in WORKER_EVENTS:
+            workers.add_metric([s.queue, event], s.workers.get(event, 0))
         oldest.add_metric(q, _age(now, s.oldest_created))
         past_due.add_metric(q, s.past_due)
         paused.add_metric(q, int(s.paused))
@@ -139,8 +147,8 @@ def _families(samples: list[QueueSample], now: int, floor: Floor | None) -> Iter
             fold.add_metric(q, last[0])
         run.add_metric(q, *_buckets(s.run))
         wait.add_metric(q, *_buckets(s.wait))
-    yield from (jobs, finished, stalls, oldest, past_due, paused, lag_entries, lag_seconds, fold,
-                run, wait)
+    yield from (jobs, finished, workers, stalls, oldest, past_due, paused, lag_entries,
+                lag_seconds, fold, run, wait)
 
 
 def _age(now: int, then: int | None) -> float:

@@ -29,6 +29,7 @@ import redis
 from echomq import tracing
 from echomq.errors import EchoMQError
 from echomq.jobs.lease import extend_lock
+from echomq.queue import worker_events
 from echomq.queue.connection import Connection
 from echomq.queue.transitions import LEASE_LOST
 from echomq.worker.context import (
@@ -87,7 +88,8 @@ class HandlerSlots:
         """Starts one more handler thread (to take an abandoned one's slot)."""
         self.give_up = give_up
         """Stops the Consumer gracefully, with the reason (too many abandoned threads)."""
-        self.watchdog = Watchdog(self.hard_timeout) if rules is not None else None
+        self.watchdog = (Watchdog(self.hard_timeout, self._timed_out) if rules is not None
+                         else None)
         self.abandoned: set[threading.Thread] = set()
         """Handler threads whose job was settled without them; each ends when it returns."""
         self.abandoned_total = 0
@@ -197,6 +199,9 @@ class HandlerSlots:
             outcome.job.done = True
             self.finish(outcome)
 
+    def _timed_out(self, job: JobContext) -> None:
+        worker_events.count(self.conn, [job.queue], "timeouts")
+
     def hard_timeout(self, job: JobContext) -> None:
         """The watchdog's call for a run still going at its timeout plus grace: settle it
         as failed without its thread, and give its slot to a new thread (or, in a
@@ -209,6 +214,7 @@ class HandlerSlots:
             job.done = True
             self.finish(failure(job, JobTimeout(timeout_message(
                 job, "killed" if exiting else "abandoned")), self.policy))
+        worker_events.count(self.conn, [job.queue], "killed" if exiting else "abandoned")
         if exiting:
             if self.give_up is not None:
                 self.give_up("exit")

@@ -27,8 +27,10 @@ TIMEOUT_REASON = "timeout"
 class Watchdog:
     """Soft and hard deadlines of the running jobs, checked on one thread."""
 
-    def __init__(self, on_hard: Callable[[JobContext], None]) -> None:
+    def __init__(self, on_hard: Callable[[JobContext], None],
+                 on_soft: Callable[[JobContext], None] | None = None) -> None:
         self.on_hard = on_hard
+        self.on_soft = on_soft
         self._watched: dict[int, tuple[JobContext, float, float]] = {}
         """By ``id(job)``: the job, its soft deadline and its hard one (monotonic)."""
         self._changed = threading.Condition()
@@ -51,6 +53,7 @@ class Watchdog:
         """Fire deadlines until ``stop``."""
         while not stop.is_set():
             hard: list[JobContext] = []
+            soft: list[JobContext] = []
             with self._changed:
                 now = time.monotonic()
                 nearest = now + 0.5
@@ -63,11 +66,15 @@ class Watchdog:
                         job.timed_out = True
                         self.timeouts += 1
                         job.signal_cancel(TIMEOUT_REASON)
+                        soft.append(job)
                         log.warning("job %s/%s reached its timeout; cancelling it", job.queue,
                                     job.id)
                     nearest = min(nearest, hard_at if job.timed_out else soft_at)
                 if not hard:
                     self._changed.wait(max(0.001, nearest - now))
+            for job in soft:
+                if self.on_soft is not None:
+                    self.on_soft(job)
             for job in hard:
                 self.on_hard(job)
 

@@ -147,3 +147,25 @@ def test_a_grace_longer_than_the_lease_is_refused_naming_the_task(app, names) ->
         app.worker(lease_ms=30_000)
     with pytest.raises(echomq.InvalidArgument, match="timeout_s must be a number of seconds"):
         graceful.enqueue_with(timeout_s=0)
+
+
+def test_timeouts_and_abandoned_runs_are_counted_for_prometheus(app, names, workers) -> None:
+    from echomq.prometheus import render
+    from tests.prometheus.scrape import parse, value
+
+    queue = names("q")
+    release = threading.Event()
+
+    @app.task(queue=queue, name="t.counted", max_attempts=1, timeout_s=0.2,
+              timeout_grace_s=0.2)
+    def counted() -> None:
+        release.wait(3600)
+
+    job_id = counted.enqueue()
+    workers.start(app, [queue])
+    finished(app, queue, job_id)
+    release.set()
+    samples = parse(render(app.conn)[0])
+    for event, expected in (("timeouts", 1), ("abandoned", 1), ("killed", 0)):
+        found = value(samples, "echomq_worker_events_total", queue=queue, event=event)
+        assert found == expected, (event, found)
