@@ -17,6 +17,7 @@ SECTIONS = {
     "consumer": ("bench_consumer", "main"),
     "tasks": ("bench_tasks", "rows"),
     "history": ("bench_history", "rows"),
+    "pipeline": ("bench_pipeline", "rows"),
     "archive": ("bench_archive", "rows"),
     "fold-parts": ("bench_fold_parts", "rows"),
     "restore-parts": ("bench_restore_parts", "rows"),
