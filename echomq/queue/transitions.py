@@ -80,7 +80,7 @@ def add_call(keys: Keys, options: Sequence[str | int], jobs: Sequence[tuple[str,
 
 def added(reply: Any) -> list[str]:
     """add's reply: the ids, in the call's order."""
-    return [str(i) for i in reply]
+    return list(map(str, reply))
 
 
 # -- cron_fire ----------------------------------------------------------------------
