@@ -28,6 +28,7 @@ SECTIONS = {
     "web": ("bench_web", "rows"),
     "scale": ("bench_scale", "rows"),
     "durable": ("bench_durable", "rows"),
+    "instructions": ("bench_instructions", "rows"),
 }
 """Every section: its module under bench/ and the function that yields (measure, value)."""
 

@@ -6,10 +6,6 @@ Every verb takes a connection explicitly; every failure raises a subclass of
 
 from typing import TYPE_CHECKING, Any
 
-from echomq import cancel, tracing
-from echomq.app.app import App
-from echomq.app.connect import connect
-from echomq.app.task import Task
 from echomq.errors import (
     ArchiveError,
     ChecksumMismatch,
@@ -34,68 +30,145 @@ from echomq.errors import (
     StreamUnavailable,
     WaitTimeout,
 )
-from echomq.jobs.joblog import append_log
-from echomq.jobs.lease import extend_lock, reap
-from echomq.jobs.progress import report_progress
-from echomq.jobs.settle import complete, complete_many, fail, release_many, remove_job
-from echomq.jobs.stalled import stalled_check
-from echomq.models import (
-    CancelVerdict,
-    ClaimedJob,
-    Counts,
-    Job,
-    JobState,
-    Purged,
-    Retention,
-    Schedule,
-    StalledSweep,
-)
-from echomq.queue.admin import counts, dead_jobs, get_job, metrics, set_group_limit
-from echomq.queue.bulk import drain, obliterate
-from echomq.queue.claim import claim
 from echomq.queue.connection import Connection
-from echomq.queue.control import is_paused, pause, promote, resume, retry_dead
-from echomq.queue.directory import queues
-from echomq.queue.enqueue import add, add_many
-from echomq.queue.events import Event, EventKind, publish
-from echomq.queue.listen import EventStream, events
-from echomq.queue.listing import list_jobs
-from echomq.queue.retention import (
-    RetentionReport,
-    apply_retention,
-    purge,
-    retention,
-    set_retention,
-)
-from echomq.queue.wait import wait
-from echomq.worker.consumer import Consumer
-from echomq.worker.context import JobContext, current_job
-from echomq.worker.retry import Backoff, Fail, Fixed, Retry, RetryPolicy
+
+_LAZY: dict[str, str] = {
+    "cancel": "echomq.cancel:",
+    "tracing": "echomq.tracing:",
+    "archive": "echomq.archive:",
+    "extend_lock": "echomq.jobs.lease",
+    "reap": "echomq.jobs.lease",
+    "report_progress": "echomq.jobs.progress",
+    "complete": "echomq.jobs.settle",
+    "complete_many": "echomq.jobs.settle",
+    "fail": "echomq.jobs.settle",
+    "release_many": "echomq.jobs.settle",
+    "remove_job": "echomq.jobs.settle",
+    "stalled_check": "echomq.jobs.stalled",
+    "CancelVerdict": "echomq.models",
+    "ClaimedJob": "echomq.models",
+    "Counts": "echomq.models",
+    "Job": "echomq.models",
+    "JobState": "echomq.models",
+    "Purged": "echomq.models",
+    "Retention": "echomq.models",
+    "Schedule": "echomq.models",
+    "StalledSweep": "echomq.models",
+    "counts": "echomq.queue.admin",
+    "dead_jobs": "echomq.queue.admin",
+    "get_job": "echomq.queue.admin",
+    "metrics": "echomq.queue.admin",
+    "set_group_limit": "echomq.queue.admin",
+    "drain": "echomq.queue.bulk",
+    "obliterate": "echomq.queue.bulk",
+    "claim": "echomq.queue.claim",
+    "is_paused": "echomq.queue.control",
+    "pause": "echomq.queue.control",
+    "promote": "echomq.queue.control",
+    "resume": "echomq.queue.control",
+    "retry_dead": "echomq.queue.control",
+    "queues": "echomq.queue.directory",
+    "add": "echomq.queue.enqueue",
+    "add_many": "echomq.queue.enqueue",
+    "Event": "echomq.queue.events",
+    "EventKind": "echomq.queue.events",
+    "publish": "echomq.queue.events",
+    "EventStream": "echomq.queue.listen",
+    "events": "echomq.queue.listen",
+    "list_jobs": "echomq.queue.listing",
+    "RetentionReport": "echomq.queue.retention",
+    "apply_retention": "echomq.queue.retention",
+    "purge": "echomq.queue.retention",
+    "retention": "echomq.queue.retention",
+    "set_retention": "echomq.queue.retention",
+    "wait": "echomq.queue.wait",
+    "Consumer": "echomq.worker.consumer",
+    "JobContext": "echomq.worker.context",
+    "current_job": "echomq.worker.context",
+    "Backoff": "echomq.worker.retry",
+    "Fail": "echomq.worker.retry",
+    "Fixed": "echomq.worker.retry",
+    "Retry": "echomq.worker.retry",
+    "RetryPolicy": "echomq.worker.retry",
+    "App": "echomq.app.app",
+    "Task": "echomq.app.task",
+    "connect": "echomq.app.connect",
+    "append_log": "echomq.jobs.joblog",
+    "schedule": "echomq.scheduling.cron",
+    "schedules": "echomq.scheduling.cron",
+    "unschedule": "echomq.scheduling.cron",
+    "BatchScheduler": "echomq.scheduling.scheduler",
+}
+"""Every other public name and the module that is its home ("module:" for a submodule),
+loaded on first use: ``import echomq`` is on the start-up path of every producer and
+worker, so it loads only the connection; a producer never loads the worker, a worker
+never loads the launchers, and nobody loads boto3 or APScheduler by importing us."""
 
 if TYPE_CHECKING:
-    from echomq import archive
+    from echomq import archive, cancel, tracing
+    from echomq.app.app import App
+    from echomq.app.connect import connect
+    from echomq.app.task import Task
+    from echomq.jobs.joblog import append_log
+    from echomq.jobs.lease import extend_lock, reap
+    from echomq.jobs.progress import report_progress
+    from echomq.jobs.settle import complete, complete_many, fail, release_many, remove_job
+    from echomq.jobs.stalled import stalled_check
+    from echomq.models import (
+        CancelVerdict,
+        ClaimedJob,
+        Counts,
+        Job,
+        JobState,
+        Purged,
+        Retention,
+        Schedule,
+        StalledSweep,
+    )
+    from echomq.queue.admin import counts, dead_jobs, get_job, metrics, set_group_limit
+    from echomq.queue.bulk import drain, obliterate
+    from echomq.queue.claim import claim
+    from echomq.queue.control import is_paused, pause, promote, resume, retry_dead
+    from echomq.queue.directory import queues
+    from echomq.queue.enqueue import add, add_many
+    from echomq.queue.events import Event, EventKind, publish
+    from echomq.queue.listen import EventStream, events
+    from echomq.queue.listing import list_jobs
+    from echomq.queue.retention import (
+        RetentionReport,
+        apply_retention,
+        purge,
+        retention,
+        set_retention,
+    )
+    from echomq.queue.wait import wait
     from echomq.scheduling.cron import schedule, schedules, unschedule
     from echomq.scheduling.scheduler import BatchScheduler
+    from echomq.worker.consumer import Consumer
+    from echomq.worker.context import JobContext, current_job
+    from echomq.worker.retry import Backoff, Fail, Fixed, Retry, RetryPolicy
 
     __version__: str
 
 
 def __getattr__(name: str) -> Any:
-    """``echomq.archive``, ``echomq.BatchScheduler`` and the cron verbs load on first use:
-    they bring boto3 and APScheduler, which a worker or a producer never needs; so does
-    ``__version__``, read from the installed distribution's metadata."""
+    """The public names of :data:`_LAZY` load on first use, and each is then kept as a
+    module attribute (a second use costs nothing); so does ``__version__``, read from
+    the installed distribution's metadata."""
     import importlib
 
     if name == "__version__":
         return _version()
-    if name in ("schedule", "schedules", "unschedule"):
-        return getattr(importlib.import_module("echomq.scheduling.cron"), name)
+    home = _LAZY.get(name)
+    if home is None:
+        raise AttributeError(f"module 'echomq' has no attribute {name!r}")
+    module, submodule, _ = home.partition(":")
+    value = importlib.import_module(module)
+    if not submodule:
+        value = getattr(value, name)
+    globals()[name] = value
+    return value
 
-    if name == "archive":
-        return importlib.import_module("echomq.archive")
-    if name == "BatchScheduler":
-        return importlib.import_module("echomq.scheduling.scheduler").BatchScheduler
-    raise AttributeError(f"module 'echomq' has no attribute {name!r}")
 
 __all__ = [
     "App",

@@ -11,7 +11,6 @@ import os
 from echomq.queue import connection
 from echomq.queue.connection import DEFAULT_PAYLOAD_LIMIT, Connection, ExecutorName
 from echomq.queue.keys import PREFIX
-from echomq.servers.shared import SharedValkey
 
 
 def connect(
@@ -42,6 +41,8 @@ def connect(
     substrate never starts a server.
     """
     if url is None:
+        from echomq.servers.shared import SharedValkey  # only a no-URL connect needs it
+
         connection.check_choices(executor, prefix)  # refused before a server starts
         url = SharedValkey(data_dir).ensure().url
     return connection.connect(url, executor, payload_limit=payload_limit, check=check,

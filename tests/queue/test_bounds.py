@@ -248,3 +248,24 @@ def test_a_payload_at_the_depth_limit_round_trips(conn: Connection, queue: str) 
     claimed = echomq.claim(conn, queue, lease_ms=60_000, count=2)
     assert [j.id for j in claimed] == ids
     assert [j.payload for j in claimed] == [deep, brackets]
+
+
+@pytest.mark.parametrize("payload", [
+    {"i": 1}, [1, 2.5, None, True], "é ü 漢字 😀", {"a": {"b": ["x", {"c": -0.0}]}}, 10**30,
+    {"k": "\u0000\n\t\"\\"}, [],
+])
+def test_a_payload_is_stored_as_compact_ascii_json_its_size_in_bytes(payload: object) -> None:
+    """The stored text is ``json.dumps`` compact with ``ensure_ascii``; the limit counts
+    its bytes, which are its characters."""
+    import json
+
+    from echomq.queue.validate import payload_json
+
+    text = payload_json(payload, 10_000)
+    assert text == json.dumps(payload, separators=(",", ":"), allow_nan=False)
+    assert len(text.encode()) == len(text)
+    with pytest.raises(echomq.InvalidArgument, match=f"payload is {len(text)} bytes"):
+        payload_json(payload, len(text) - 1)
+    for bad in (float("nan"), {1j: 2}, object()):
+        with pytest.raises(echomq.InvalidArgument, match="not JSON-serialisable"):
+            payload_json(bad, 10_000)

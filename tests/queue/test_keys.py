@@ -168,3 +168,17 @@ def test_the_name_limit_is_in_bytes_so_a_queue_and_a_job_id_fit_one_floor_key() 
             check_name(name)
         with pytest.raises(echomq.InvalidKey):
             Keys(name)
+
+
+def test_the_letters_and_digits_shortcut_keeps_the_limit_and_the_type() -> None:
+    """Plain letters and digits are taken at once, but never past the limit, and a str
+    subclass or a non-ASCII digit still goes through every check."""
+    assert check_name("a" * MAX_NAME_LENGTH) == "a" * MAX_NAME_LENGTH
+    with pytest.raises(echomq.InvalidKey, match="the limit is"):
+        check_name("7" * (MAX_NAME_LENGTH + 1))
+
+    class Name(str):
+        pass
+
+    assert check_name(Name("abc")) == "abc"
+    assert check_name("٣٤") == "٣٤"  # printable, two bytes each: the slow path accepts it

@@ -224,3 +224,14 @@ def test_a_consumer_s_batch_refused_by_an_empty_cache_loads_only_its_own_scripts
     unused = ["drain", "obliterate_keys", "purge", "retry_dead", "cron_fire"]
     assert admin.script_exists(*(shas[n] for n in unused)) == [False] * len(unused)
     assert admin.script_exists(shas["fail"]) == [True]
+
+
+def test_each_scripts_sha_is_its_text_hashed_once() -> None:
+    """Every call names its script by sha: the ~15 KB script (``_lib.lua`` + the body) is
+    hashed once per process, not on every call, and the name is the text's SHA1."""
+    import hashlib
+
+    for t in registry.transitions().values():
+        first = t.sha
+        assert t.sha is first
+        assert first == hashlib.sha1(t.script.encode()).hexdigest()

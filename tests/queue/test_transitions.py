@@ -73,3 +73,15 @@ def test_the_extend_parser_names_a_collected_lease_as_lost(conn: Connection, que
 @pytest.mark.parametrize("reply", [[], ["0"]])
 def test_the_claim_parser_reads_an_empty_claim_as_no_jobs(reply: list[str]) -> None:
     assert transitions.claimed(reply) == []
+
+
+def test_a_settlement_is_an_immutable_record_by_name_and_position() -> None:
+    """Built once for every job a Consumer settles, so it is a plain tuple; it still
+    cannot be changed after it is made, and reads by field name."""
+    from echomq.queue.transitions import Settlement
+
+    s = Settlement("7", 2, "completed", "null")
+    assert (s.job_id, s.token, s.outcome, s.result) == ("7", 2, "completed", "null")
+    assert s == Settlement(job_id="7", token=2, outcome="completed", result="null")
+    with pytest.raises(AttributeError):
+        s.token = 3  # type: ignore[misc]

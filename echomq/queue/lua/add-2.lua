@@ -21,13 +21,14 @@ local ids = {}
 local pending_was_empty = redis.call('ZCARD', KEYS[1]) == 0
 for i = 9, #ARGV, 2 do
   local id = ARGV[i]
-  if id == '' then
+  local generated = id == ''
+  if generated then
     repeat
       id = tostring(redis.call('INCR', p .. 'id'))
     until redis.call('EXISTS', p .. 'job:' .. id) == 0
   end
   emq_add_job(p, KEYS[2], id, ARGV[i + 1], delay, priority, ARGV[4], g, ARGV[6], now,
-    ARGV[7], ARGV[8])
+    ARGV[7], ARGV[8], generated)
   ids[#ids + 1] = id
 end
 -- wake idle consumers when work appears where there was none
