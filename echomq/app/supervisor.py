@@ -242,6 +242,10 @@ class Supervisor:
         self.children.remove(c)
         code = c.process.exitcode
         stopping = self._stops > 0
+        if code != 0 and c.ready:
+            self.child_deaths += 1
+            log.warning("child %d died (%s) holding %d job(s)", c.pid, _status(code),
+                        len(c.held))
         if code != 0 and c.held:
             self._settle_dead(c, code, killed_by_us=stopping)
         if not c.ready:
@@ -261,12 +265,8 @@ class Supervisor:
             self.recycles += 1
             log.info("child %d recycled (%s)", c.pid,
                      c.recycling or "it stopped on its own")
-        else:
-            self.child_deaths += 1
-            log.warning("child %d died (%s) holding %d job(s)", c.pid, _status(code),
-                        len(c.held))
-            if stopping:
-                return
+        elif stopping:
+            return
         replacement = self._spawn()
         self.children.append(replacement)
         self.restarts += 1
