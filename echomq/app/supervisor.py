@@ -255,8 +255,6 @@ class Supervisor:
             why = c.failure or f"exit status {code}"
             log.error("child %d failed to start: %s", c.pid, why)
             if self._start_failures >= MAX_START_FAILURES:
-                self.stop()
-                self.stop()
                 raise ConsumerCrashed(f"worker children for {self.target} failed to start "
                                       f"{self._start_failures} times in a row: {why}")
         elif code == 0:
@@ -354,14 +352,22 @@ class Supervisor:
         return restore
 
     def _kill_all(self) -> None:
-        """Leave no child behind (after an error in the loop)."""
+        """Leave no child behind (after an error in the loop): a forced stop, a few
+        seconds to hand back, then SIGKILL and the supervisor hands back what they held."""
+        if not self.children:
+            return
+        while self._stops < 2:
+            self.stop()
+        deadline = time.monotonic() + FORCED_MARGIN_S
         for c in self.children:
+            c.process.join(max(0.0, deadline - time.monotonic()))
             if c.process.is_alive():
                 self._signal(c, signal.SIGKILL)
                 c.process.join(5.0)
-                self._drain(c)
-                if c.held:
-                    self._settle_dead(c, c.process.exitcode or -9, killed_by_us=True)
+            self._drain(c)
+            if c.held and c.process.exitcode != 0:
+                self._settle_dead(c, c.process.exitcode or -9, killed_by_us=True)
+        self.children.clear()
 
 
 def _status(code: int | None) -> str:

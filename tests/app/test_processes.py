@@ -200,6 +200,29 @@ def test_a_graceful_stop_of_three_children_finishes_or_hands_back_every_job(
     conn.close()
 
 
+def test_a_second_sigterm_forces_the_stop_and_running_jobs_are_handed_back(
+        server_url, names, tmp_path, supervised) -> None:
+    queue = names("procs")
+    conn = echomq.connect(server_url)
+    s = Supervised(server_url, queue, "--processes", "2", "--concurrency", "1")
+    supervised.append(s)
+    s.ready(2)
+    marker = tmp_path / "runs"
+    ids = [hold_job(conn, queue, marker, 30.0) for _ in range(2)]
+    wait_until(lambda: len(runs(marker)) == 2, timeout=10)
+    s.proc.send_signal(signal.SIGTERM)  # graceful: the 30 s jobs would keep them
+    time.sleep(0.5)
+    assert s.proc.poll() is None
+    s.proc.send_signal(signal.SIGINT)  # forced
+    stopped = time.monotonic()
+    assert s.proc.wait(15) == 0
+    assert time.monotonic() - stopped < 10
+    assert {echomq.get_job(conn, queue, i).state for i in ids} == {"pending"}
+    assert echomq.counts(conn, queue).active == 0
+    s.stop()
+    conn.close()
+
+
 def test_a_child_recycles_after_max_jobs_per_process(
         server_url, names, tmp_path, supervised) -> None:
     queue = names("procs")
