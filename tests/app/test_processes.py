@@ -160,6 +160,24 @@ def test_a_child_killed_mid_job_is_replaced_and_its_job_runs_again_once(
     conn.close()
 
 
+def test_a_job_that_kills_every_child_ends_dead(server_url, names, supervised) -> None:
+    queue = names("procs")
+    conn = echomq.connect(server_url)
+    s = Supervised(server_url, queue, "--processes", "2", "--concurrency", "1")
+    supervised.append(s)
+    s.ready(2)
+    job_id = echomq.add(conn, queue, {"args": [], "kwargs": {}}, name="procs.die",
+                        max_attempts=2)
+    wait_until(lambda: echomq.get_job(conn, queue, job_id).state == "dead", timeout=15)
+    job = echomq.get_job(conn, queue, job_id)
+    assert job.attempts == 2 and "died (signal 9)" in (job.last_error or "")
+    s.ready(2)  # both replaced
+    assert s.output.count("died (signal 9) holding 1 job(s)") == 2
+    assert s.stop() == 0
+    assert "supervisor stopped: 2 restart(s), 0 recycle(s), 2 child death(s)" in s.output
+    conn.close()
+
+
 def test_children_do_not_outlive_a_supervisor_killed_with_sigkill(
         server_url, names, tmp_path, supervised) -> None:
     queue = names("procs")

@@ -41,3 +41,9 @@ def hog(mb: int) -> int:
     """Keeps ``mb`` MiB for the life of the process (touched, so it counts in RSS)."""
     _hoard.append(b"x" * (mb << 20))
     return os.getpid()
+
+
+@app.task(queue=QUEUE, name="procs.die", max_attempts=2, backoff=echomq.Fixed(1))
+def die() -> None:
+    """Kills the process that runs it, every time."""
+    os.kill(os.getpid(), 9)
