@@ -244,6 +244,7 @@ class Supervisor:
         stopping = self._stops > 0
         if code != 0 and c.ready:
             self.child_deaths += 1
+            self._count("died")
             log.warning("child %d died (%s) holding %d job(s)", c.pid, _status(code),
                         len(c.held))
         if code != 0 and c.held:
@@ -261,6 +262,7 @@ class Supervisor:
             if stopping:
                 return
             self.recycles += 1
+            self._count("recycled")
             log.info("child %d recycled (%s)", c.pid,
                      c.recycling or "it stopped on its own")
         elif stopping:
@@ -268,9 +270,22 @@ class Supervisor:
         replacement = self._spawn()
         self.children.append(replacement)
         self.restarts += 1
+        self._count("restarted")
         log.info("started child %d in place of %d (%d restart(s), %d recycle(s), "
                  "%d death(s) so far)", replacement.pid, c.pid, self.restarts, self.recycles,
                  self.child_deaths)
+
+    def _count(self, event: str) -> None:
+        """One worker event in each served queue's ``metrics:workers`` hash (Prometheus'
+        ``echomq_worker_processes_total``); a server that does not answer costs a log line."""
+        conn = self.worker.consumer.conn
+        try:
+            pipe = conn.redis.pipeline(transaction=False)
+            for queue in self.worker.queues:
+                pipe.hincrby(conn.keys(queue).metric("workers"), event, 1)
+            pipe.execute()
+        except redis.RedisError as exc:
+            log.warning("could not count %s in the metrics: %s", event, exc)
 
     # -- the jobs of a dead child -----------------------------------------------------
 

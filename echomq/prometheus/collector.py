@@ -39,6 +39,8 @@ BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 6000
 """The histograms' upper bounds in ms: ``EMQ_BUCKETS_MS`` in ``_lib.lua`` (a test holds
 them equal)."""
 STALL_RESULTS = ("recovered", "dead_lettered")
+WORKER_EVENTS = ("died", "restarted", "recycled")
+"""The events a worker supervisor counts per queue (``echomq.app.supervisor``)."""
 
 FloorArg = Floor | str | os.PathLike[str] | None
 
@@ -96,6 +98,10 @@ def _families(samples: list[QueueSample], now: int, floor: Floor | None) -> Iter
     stalls = CounterMetricFamily(
         "echomq_stalls", "Lapsed leases the stalled sweep recovered or dead-lettered.",
         labels=["queue", "result"])
+    processes = CounterMetricFamily(
+        "echomq_worker_processes", "Worker child processes of `emq worker --processes`: "
+        "died (killed, crashed), restarted (a replacement started), recycled (stopped "
+        "after max_jobs_per_process or max_memory_mb).", labels=["queue", "event"])
     oldest = GaugeMetricFamily(
         "echomq_oldest_pending_age_seconds",
         "Age of the oldest pending job (0 when none is pending).", labels=["queue"])
@@ -128,6 +134,8 @@ def _families(samples: list[QueueSample], now: int, floor: Floor | None) -> Iter
             finished.add_metric([s.queue, outcome], s.finished.get(outcome, 0))
         for result in STALL_RESULTS:
             stalls.add_metric([s.queue, result], s.stalls.get(result, 0))
+        for event in WORKER_EVENTS:
+            processes.add_metric([s.queue, event], s.workers.get(event, 0))
         oldest.add_metric(q, _age(now, s.oldest_created))
         past_due.add_metric(q, s.past_due)
         paused.add_metric(q, int(s.paused))
@@ -139,8 +147,8 @@ def _families(samples: list[QueueSample], now: int, floor: Floor | None) -> Iter
             fold.add_metric(q, last[0])
         run.add_metric(q, *_buckets(s.run))
         wait.add_metric(q, *_buckets(s.wait))
-    yield from (jobs, finished, stalls, oldest, past_due, paused, lag_entries, lag_seconds, fold,
-                run, wait)
+    yield from (jobs, finished, stalls, processes, oldest, past_due, paused, lag_entries,
+                lag_seconds, fold, run, wait)
 
 
 def _age(now: int, then: int | None) -> float:

@@ -35,6 +35,9 @@ class QueueSample:
     stalls: dict[str, int] = field(default_factory=dict)
     run: dict[str, int] = field(default_factory=dict)
     wait: dict[str, int] = field(default_factory=dict)
+    workers: dict[str, int] = field(default_factory=dict)
+    """Worker child process events (``died``, ``restarted``, ``recycled``), counted by
+    the supervisors of ``emq worker --processes``."""
     past_due: int = 0
     paused: bool = False
     oldest_created: int | None = None
@@ -64,7 +67,7 @@ def sample(conn: Connection, queues: Iterable[str], declared: set[str],
         for state in STATES:
             pipe.zcard(getattr(k, state))
         pipe.smembers(k.groups)
-        for name in ("finished", "stalls", "run", "wait"):
+        for name in ("finished", "stalls", "run", "wait", "workers"):
             pipe.hgetall(k.metric(name))
         pipe.zcount(k.active, "-inf", now)
         pipe.hexists(k.meta, "paused")
@@ -83,7 +86,8 @@ def sample(conn: Connection, queues: Iterable[str], declared: set[str],
         for state in STATES:
             s.jobs[state] = int(next(replies))
         lanes[s.queue] = sorted(str(g) for g in next(replies) or ())
-        s.finished, s.stalls, s.run, s.wait = (_ints(next(replies)) for _ in range(4))
+        s.finished, s.stalls, s.run, s.wait, s.workers = (_ints(next(replies))
+                                                          for _ in range(5))
         s.past_due = int(next(replies))
         s.paused = bool(next(replies))
         head = next(replies)

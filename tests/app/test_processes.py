@@ -18,6 +18,8 @@ import pytest
 
 import echomq
 from echomq.errors import InvalidArgument
+from echomq.prometheus import render
+from tests.prometheus.scrape import parse, value
 from tests.support import ROOT
 from tests.support.waits import wait_until
 
@@ -175,6 +177,10 @@ def test_a_job_that_kills_every_child_ends_dead(server_url, names, supervised) -
     assert s.output.count("died (signal 9) holding 1 job(s)") == 2
     assert s.stop() == 0
     assert "supervisor stopped: 2 restart(s), 0 recycle(s), 2 child death(s)" in s.output
+    scraped = parse(render(conn)[0])
+    assert {event: value(scraped, "echomq_worker_processes_total", queue=queue, event=event)
+            for event in ("died", "restarted", "recycled")} == {
+                "died": 2, "restarted": 2, "recycled": 0}
     conn.close()
 
 
@@ -259,6 +265,9 @@ def test_a_child_recycles_after_max_jobs_per_process(
     assert "recycling: 3 jobs settled (max_jobs_per_process 3)" in s.output
     assert s.stop() == 0
     assert " recycle(s), 0 child death(s)" in s.output
+    recycled = value(parse(render(conn)[0]), "echomq_worker_processes_total", queue=queue,
+                     event="recycled")
+    assert recycled is not None and recycled >= 2
     conn.close()
 
 
