@@ -304,6 +304,31 @@ def test_a_module_children_cannot_import_exits_non_zero_naming_it(server_url, na
                            "refuses to load in a child process"), proc.stderr
 
 
+def test_app_worker_with_processes_runs_children_from_python(server_url, names) -> None:
+    from echomq.app.supervisor import Supervisor
+    from tests.support.proc_tasks import app
+
+    queue = names("procs")
+    conn = echomq.connect(server_url)
+    app.adopt(echomq.connect(server_url))
+    supervisor = app.worker([queue], processes=2, concurrency=2, poll_ms=50)
+    assert isinstance(supervisor, Supervisor)
+    assert supervisor.target == "tests.support.proc_tasks:app"  # found where it was made
+    runner = threading.Thread(target=supervisor.run)
+    runner.start()
+    try:
+        ids = echomq.add_many(conn, queue, [{"args": [], "kwargs": {}}] * 20, name="procs.pid")
+        wait_until(lambda: echomq.counts(conn, queue).completed == 20, timeout=20)
+        pids = {echomq.get_job(conn, queue, i).result for i in ids}
+        assert pids <= {str(p) for p in supervisor.pids} and len(supervisor.pids) == 2
+    finally:
+        supervisor.stop()
+        runner.join(30)
+    assert not runner.is_alive()
+    assert (supervisor.restarts, supervisor.recycles, supervisor.child_deaths) == (0, 0, 0)
+    conn.close()
+
+
 @pytest.mark.parametrize("option", [{"processes": 0}, {"processes": 2,
                                                         "max_jobs_per_process": 0},
                                     {"processes": 2, "max_memory_mb": 0}, {"processes": -1},
