@@ -63,6 +63,8 @@ class ChildState:
     pipe: Pipe
     ready: bool = False
     recycling: str | None = None
+    told: int = 0
+    """SIGTERMs sent to it (one per stop asked)."""
     failure: str | None = None
     held: dict[tuple[str, str], tuple[int, str | None]] = field(default_factory=dict)
 
@@ -157,8 +159,11 @@ class Supervisor:
         restore = self._install_signals() if install_signals else None
         try:
             for _ in range(self.processes):
+                if self._stops:
+                    break
                 self.children.append(self._spawn())
             log.info("%s", self.start_line())
+            self._tell_all()  # a signal that came while they were spawned
             self._loop()
         finally:
             self._kill_all()
@@ -175,8 +180,14 @@ class Supervisor:
         margin = FORCED_MARGIN_S if forced else self.grace_s + STOP_MARGIN_S
         deadline = time.monotonic() + margin
         self._deadline = deadline if self._deadline is None else min(self._deadline, deadline)
+        self._tell_all()
+
+    def _tell_all(self) -> None:
+        """Each child gets one SIGTERM per stop asked (a second one forces), once."""
         for c in self.children:
-            self._signal(c, signal.SIGTERM)
+            while c.told < min(self._stops, 2):
+                c.told += 1
+                self._signal(c, signal.SIGTERM)
 
     @property
     def pids(self) -> list[int]:
