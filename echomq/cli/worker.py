@@ -89,7 +89,7 @@ def load_handler(path: str) -> Any:
 @click.option("--auto-extend/--no-auto-extend", default=False, show_default=True)
 @click.option("--grace", "grace_ms", type=DURATION, default="30s", show_default=True,
               help="On SIGTERM, how long running jobs may finish before they are let go.")
-@click.option("--processes", "-p", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--processes", type=click.IntRange(min=1), default=1, show_default=True,
               help="Worker processes (an App only): a supervisor spawns this many children, "
               "each with --concurrency handler threads, replaces one that dies and settles "
               "the jobs it held at once.")
