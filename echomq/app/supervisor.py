@@ -31,6 +31,7 @@ import redis
 
 from echomq.app import child as child_module
 from echomq.errors import ConsumerCrashed, EchoMQError, InvalidArgument
+from echomq.jobs.settle import DEFAULT_BACKOFF_CAP_MS, DEFAULT_BACKOFF_MS
 from echomq.jobs.texts import attempt_error
 from echomq.queue import transitions
 from echomq.worker.retry import FailPlan, RetryPolicy
@@ -64,6 +65,8 @@ class ChildState:
     ready: bool = False
     recycling: str | None = None
     told: int = 0
+    killed: bool = False
+    """Killed by the supervisor at the end of a stop: its jobs are handed back."""
     """SIGTERMs sent to it (one per stop asked)."""
     failure: str | None = None
     held: dict[tuple[str, str], tuple[int, str | None]] = field(default_factory=dict)
@@ -135,8 +138,9 @@ class Supervisor:
             log_level=root.getEffectiveLevel() if root.handlers else None)
         self.grace_s = self.worker.consumer.grace_s
         self.record = self.worker.consumer.record
-        self.backoff_ms = self.worker.consumer._settler.backoff_ms
-        self.backoff_cap_ms = self.worker.consumer._settler.backoff_cap_ms
+        self.backoff_ms = int(consumer_options.get("backoff_ms", DEFAULT_BACKOFF_MS))
+        self.backoff_cap_ms = int(consumer_options.get("backoff_cap_ms",
+                                                       DEFAULT_BACKOFF_CAP_MS))
         self.children: list[ChildState] = []
         self.restarts = 0
         self.recycles = 0
@@ -208,6 +212,7 @@ class Supervisor:
             if self._deadline is not None and time.monotonic() > self._deadline:
                 for c in self.children:
                     log.warning("child %d still running past the stop deadline: killed", c.pid)
+                    c.killed = True
                     self._signal(c, signal.SIGKILL)
                 self._deadline = time.monotonic() + 5.0
 
@@ -259,7 +264,7 @@ class Supervisor:
             log.warning("child %d died (%s) holding %d job(s)", c.pid, _status(code),
                         len(c.held))
         if code != 0 and c.held:
-            self._settle_dead(c, code, killed_by_us=stopping)
+            self._settle_dead(c, code, killed_by_us=c.killed)
         if not c.ready:
             if stopping:
                 return
@@ -319,7 +324,6 @@ class Supervisor:
                     log.warning("could not hand back %d job(s) of %r: %s", len(held), queue,
                                 exc)
             return
-        settled = 0
         for (queue, job_id), (token, name) in c.held.items():
             plan = self._plan(name, token, why)
             call = transitions.fail_call(
@@ -335,7 +339,6 @@ class Supervisor:
                 continue
             if isinstance(verdict, BaseException):
                 continue  # settled meanwhile (StaleToken, NotActive) or gone
-            settled += 1
             log.info("job %s/%s attempt %d failed: %s (%s)", queue, job_id, token, why,
                      verdict)
         c.held.clear()
