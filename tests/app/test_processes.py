@@ -6,6 +6,7 @@ balances the books; children recycle by job count and by memory; bad input is re
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -181,6 +182,50 @@ def test_a_job_that_kills_every_child_ends_dead(server_url, names, supervised) -
     assert {event: value(scraped, "echomq_worker_processes_total", queue=queue, event=event)
             for event in ("died", "restarted", "recycled")} == {
                 "died": 2, "restarted": 2, "recycled": 0}
+    conn.close()
+
+
+def test_the_books_balance_with_three_children_killed_at_random(
+        server_url, names, tmp_path, supervised) -> None:
+    """A small soak: jobs keep coming while a random child is killed every 0.6 s; every
+    job is completed with one stream entry, and every run beyond a job's last was cut
+    short by a kill (nothing lost, nothing repeated by a healthy child)."""
+    queue = names("procs")
+    conn = echomq.connect(server_url)
+    s = Supervised(server_url, queue, "--processes", "3", "--concurrency", "2", "--record")
+    supervised.append(s)
+    s.ready(3)
+    marker = tmp_path / "runs"
+    rng = random.Random(23)
+    ids: list[str] = []
+    killed: set[int] = set()
+    for round_ in range(10):
+        ids += echomq.add_many(conn, queue, [{"args": [str(marker), rng.randint(5, 40)],
+                                              "kwargs": {}} for _ in range(40)],
+                               name="procs.work", max_attempts=20)
+        time.sleep(0.3)
+        if round_ % 2 == 1:
+            live = sorted(children(s.proc.pid))
+            if live:
+                victim = rng.choice(live)
+                os.kill(victim, signal.SIGKILL)
+                killed.add(victim)
+        time.sleep(0.3)
+    wait_until(lambda: echomq.counts(conn, queue).completed == len(ids), timeout=30, step=0.1)
+    counts = echomq.counts(conn, queue)
+    assert (counts.active, counts.dead, counts.pending, counts.scheduled) == (0, 0, 0, 0)
+    entries = conn.redis.xrange(conn.keys(queue).completions)
+    assert len(entries) == len(ids)  # one entry per job
+    by_job: dict[str, list[int]] = {}
+    for line in marker.read_text().splitlines():
+        job_id, pid = line.split()
+        by_job.setdefault(job_id, []).append(int(pid))
+    assert set(by_job) == set(ids)
+    for job_id, pids in by_job.items():
+        assert set(pids[:-1]) <= killed, (job_id, pids, killed)  # only a kill cut a run short
+    assert s.stop() == 0
+    assert len(killed) == 5
+    assert "supervisor stopped: 5 restart(s), 0 recycle(s), 5 child death(s)" in s.output
     conn.close()
 
 

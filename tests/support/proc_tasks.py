@@ -47,3 +47,13 @@ def hog(mb: int) -> int:
 def die() -> None:
     """Kills the process that runs it, every time."""
     os.kill(os.getpid(), 9)
+
+
+@app.task(queue=QUEUE, name="procs.work", max_attempts=20, backoff=echomq.Fixed(1))
+def work(marker: str, ms: int) -> int:
+    """Appends "job-id pid" to ``marker`` as it starts (one line per run), then sleeps."""
+    job = echomq.current_job()
+    with Path(marker).open("a") as out:
+        out.write(f"{job.id if job else '-'} {os.getpid()}\n")
+    time.sleep(ms / 1000)
+    return os.getpid()
