@@ -70,10 +70,17 @@ def load_app(target: str) -> Any:
 
 
 def rss_mb() -> float:
-    """This process's resident set size in MiB (``/proc/self/statm``)."""
-    with open("/proc/self/statm", "rb") as statm:
-        pages = int(statm.read().split()[1])
-    return pages * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
+    """This process's resident set size in MiB (``/proc/self/statm``; without ``/proc``,
+    the peak RSS ``getrusage`` knows, which only grows)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            pages = int(statm.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
+    except OSError:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB; bytes on macOS
+        return peak / (1 << 20 if sys.platform == "darwin" else 1 << 10)
 
 
 class Child:
