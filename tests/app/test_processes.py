@@ -55,14 +55,15 @@ def alive(pid: int) -> bool:
 class Supervised:
     """``emq worker tests.support.proc_tasks:app`` in a subprocess; its output collected."""
 
-    def __init__(self, url: str, queue: str, *args: str, env: dict[str, str] | None = None
-                 ) -> None:
+    def __init__(self, url: str, queue: str, *args: str, env: dict[str, str] | None = None,
+                 session: bool = False) -> None:
         environ = {**os.environ, "EMQ_TEST_QUEUE": queue, "PYTHONPATH": str(ROOT),
                    **(env or {})}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "echomq", "--url", url, "--log-level", "INFO", "worker",
              "tests.support.proc_tasks:app", "--lease", "60s", *args],
-            cwd=ROOT, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            cwd=ROOT, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=session)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -289,6 +290,25 @@ def test_a_second_sigterm_forces_the_stop_and_running_jobs_are_handed_back(
     assert {echomq.get_job(conn, queue, i).state for i in ids} == {"pending"}
     assert echomq.counts(conn, queue).active == 0
     s.stop()
+    conn.close()
+
+
+def test_ctrl_c_to_the_whole_process_group_is_one_graceful_stop(
+        server_url, names, tmp_path, supervised) -> None:
+    queue = names("procs")
+    conn = echomq.connect(server_url)
+    s = Supervised(server_url, queue, "--processes", "2", "--concurrency", "1", session=True)
+    supervised.append(s)
+    s.ready(2)
+    marker = tmp_path / "runs"
+    job_id = hold_job(conn, queue, marker, 1.5)
+    wait_until(lambda: runs(marker), timeout=10)
+    os.killpg(s.proc.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches every process
+    assert s.proc.wait(20) == 0
+    job = echomq.get_job(conn, queue, job_id)
+    assert job.state == "completed" and len(runs(marker)) == 1  # finished, not forced
+    s.stop()
+    assert "supervisor stopped: 0 restart(s), 0 recycle(s), 0 child death(s)" in s.output
     conn.close()
 
 
