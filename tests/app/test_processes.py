@@ -77,12 +77,12 @@ class Supervised:
     def output(self) -> str:
         return "".join(self.lines)
 
-    def ready(self, n: int, timeout: float = 20) -> set[int]:
-        """Wait until ``n`` children run a consumer; their pids."""
+    def ready(self, n: int, timeout: float = 20, without: int = 0) -> set[int]:
+        """Wait until ``n`` children (never ``without``) run a consumer; their pids."""
         def started() -> set[int] | None:
             pids = {p for p in children(self.proc.pid)
                     if f"[pid {p}] echomq.consumer: consumer on" in self.output}
-            return pids if len(pids) == n else None
+            return pids if len(pids) == n and without not in pids else None
         found: set[int] = wait_until(started, timeout=timeout, step=0.05)
         return found
 
@@ -141,13 +141,9 @@ def test_a_child_killed_mid_job_is_replaced_and_its_job_runs_again_once(
     os.kill(victim, signal.SIGKILL)
     killed = time.monotonic()
     # a replacement child: two consumers again, one of them new, within about a second
-    try:
-        replaced = wait_until(lambda: (len(children(s.proc.pid)) == 2
-                                       and victim not in children(s.proc.pid)
-                                       and time.monotonic()), timeout=10, step=0.02)
-    except AssertionError:
-        raise AssertionError(f"{children(s.proc.pid)}\n{s.output}") from None
-    assert replaced - killed < 3.0
+    s.ready(2, timeout=10, without=victim)
+    print(f"replacement child working {time.monotonic() - killed:.2f}s after the kill")
+    assert time.monotonic() - killed < 5.0  # about 1 s here; slack for a loaded machine
     # recovered at once (the lease is 60 s): run again exactly once, then completed
     wait_until(lambda: echomq.get_job(conn, queue, job_id).state == "completed", timeout=15)
     assert time.monotonic() - killed < 15
@@ -243,6 +239,7 @@ def test_children_do_not_outlive_a_supervisor_killed_with_sigkill(
     s.proc.kill()
     killed = time.monotonic()
     wait_until(lambda: not any(alive(p) for p in pids), timeout=10, step=0.02)
+    print(f"children gone {time.monotonic() - killed:.2f}s after the supervisor")
     assert time.monotonic() - killed < 3.0
     # the orphan handed its running job back rather than leave it to its lease
     job = echomq.get_job(conn, queue, job_id)
