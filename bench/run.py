@@ -18,6 +18,7 @@ SECTIONS = {
     "tasks": ("bench_tasks", "rows"),
     "history": ("bench_history", "rows"),
     "pipeline": ("bench_pipeline", "rows"),
+    "processes": ("bench_processes", "rows"),
     "archive": ("bench_archive", "rows"),
     "fold-parts": ("bench_fold_parts", "rows"),
     "restore-parts": ("bench_restore_parts", "rows"),

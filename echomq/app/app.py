@@ -9,10 +9,11 @@ importing a module that defines an App touches no server.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, overload
 
 from echomq.app.connect import connect
 from echomq.app.task import Task, task_name
@@ -26,6 +27,7 @@ from echomq.worker.consumer import check_timeout
 from echomq.worker.retry import BackoffSpec, RetryPolicy
 
 if TYPE_CHECKING:
+    from echomq.app.supervisor import Supervisor
     from echomq.app.worker import Worker
 
 P = ParamSpec("P")
@@ -54,6 +56,11 @@ class App:
         self._conn = conn
         self._conn_lock = threading.Lock()
         self._tasks: dict[str, Task[Any, Any]] = {}
+        self.defined_in: str | None = sys._getframe(1).f_globals.get("__name__")
+        """The module that made this App: a worker's child processes import it from there."""
+        self.import_path: str | None = None
+        """``module:attr`` where child processes find this App (``emq worker`` sets it;
+        else found in :attr:`defined_in`)."""
 
     @property
     def conn(self) -> Connection:
@@ -138,19 +145,45 @@ class App:
         """The queues of the registered tasks, in the order they were first named."""
         return list(dict.fromkeys(task.queue for task in self._tasks.values()))
 
+    @overload
     def worker(self, queues: str | Sequence[str] | None = None, *, concurrency: int = 8,
-               **consumer_options: Any) -> Worker:
+               processes: Literal[1] = 1, max_jobs_per_process: None = None,
+               max_memory_mb: None = None, **consumer_options: Any) -> Worker: ...
+
+    @overload
+    def worker(self, queues: str | Sequence[str] | None = None, *, concurrency: int = 8,
+               processes: int = 1, max_jobs_per_process: int | None = None,
+               max_memory_mb: int | None = None,
+               **consumer_options: Any) -> Worker | Supervisor: ...
+
+    def worker(self, queues: str | Sequence[str] | None = None, *, concurrency: int = 8,
+               processes: int = 1, max_jobs_per_process: int | None = None,
+               max_memory_mb: int | None = None,
+               **consumer_options: Any) -> Worker | Supervisor:
         """A worker over ``queues`` (default: every task's queue, in registration order):
         ``["high", "mail"]`` is strict priority, ``"high:5,low:1"`` weighted shares. The
-        rest are the Consumer's options (lease_ms, record, recovery, ...)."""
+        rest are the Consumer's options (lease_ms, record, recovery, ...).
+
+        ``processes=N`` (N > 1) returns a :class:`~echomq.app.supervisor.Supervisor` of N
+        spawned child processes, each this worker with ``concurrency`` threads; so does
+        ``max_jobs_per_process`` or ``max_memory_mb`` (a child restarts after that many
+        settled jobs, or past that RSS). The children import the App, so it must live in
+        an importable module (not a script's ``__main__``)."""
         from echomq.app.worker import Worker
 
+        validate.positive_int(processes, "processes")
         if queues is None:
             queues = self.queues()
             if not queues:
                 raise InvalidArgument("this App has no tasks: register one with @app.task "
                                       "or name the queues")
-        return Worker(self, queues, concurrency=concurrency, **consumer_options)
+        if processes == 1 and max_jobs_per_process is None and max_memory_mb is None:
+            return Worker(self, queues, concurrency=concurrency, **consumer_options)
+        from echomq.app.supervisor import Supervisor
+
+        return Supervisor(self, queues, processes=processes, concurrency=concurrency,
+                          max_jobs_per_process=max_jobs_per_process,
+                          max_memory_mb=max_memory_mb, **consumer_options)
 
     def close(self) -> None:
         """Close the connection (a later use opens it again)."""

@@ -89,20 +89,45 @@ def load_handler(path: str) -> Any:
 @click.option("--auto-extend/--no-auto-extend", default=False, show_default=True)
 @click.option("--grace", "grace_ms", type=DURATION, default="30s", show_default=True,
               help="On SIGTERM, how long running jobs may finish before they are let go.")
+@click.option("--processes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Worker processes (an App only): a supervisor spawns this many children, "
+              "each with --concurrency handler threads, replaces one that dies and settles "
+              "the jobs it held at once.")
+@click.option("--max-jobs-per-process", type=click.IntRange(min=1), default=None,
+              help="Restart a child gracefully after it settled this many jobs.")
+@click.option("--max-memory-mb", type=click.IntRange(min=1), default=None,
+              help="Restart a child gracefully once its RSS passes this many MiB.")
 @click.pass_context
 def worker(ctx: click.Context, handler: str, queue_spec: str | None, concurrency: int,
            lease_ms: int, prefetch: int | None, batch_size: int, cancel: bool, record: bool,
-           recovery: str, max_stalled: int, auto_extend: bool, grace_ms: int) -> None:
+           recovery: str, max_stalled: int, auto_extend: bool, grace_ms: int, processes: int,
+           max_jobs_per_process: int | None, max_memory_mb: int | None) -> None:
     """Run HANDLER until SIGTERM/SIGINT: an App's tasks (module:app), routed by each
-    job's name, or one function (module:function) for every job of the queues."""
+    job's name, or one function (module:function) for every job of the queues.
+
+    With --processes N (or a recycling bound) the command supervises N child processes,
+    each importing HANDLER; a second SIGTERM/SIGINT forces the stop."""
     target = load_handler(handler)
     options: dict[str, Any] = dict(
         concurrency=concurrency, lease_ms=lease_ms, prefetch=prefetch, batch_size=batch_size,
         cancel=cancel, record=record, recovery=recovery, max_stalled=max_stalled,
         auto_extend=auto_extend, shutdown_grace_ms=grace_ms)
+    supervised = processes > 1 or max_jobs_per_process or max_memory_mb
     if isinstance(target, App):
-        app_worker(ctx, target, queue_spec, options).run()
+        if supervised:
+            target.import_path = handler
+            options.update(processes=processes, max_jobs_per_process=max_jobs_per_process,
+                           max_memory_mb=max_memory_mb)
+        running = app_worker(ctx, target, queue_spec, options)
+        if not supervised:
+            running.run()
+            return
+        with as_click_error():  # children that cannot start: one line, exit status 1
+            running.run()
         return
+    if supervised:
+        raise click.UsageError("--processes and the recycling bounds need an App "
+                               "(module:app), not a function")
     if queue_spec is None:
         raise click.UsageError("--queue/-q is required with a function (module:function)")
     Consumer(connect(ctx), queue_spec, target, **options).run()

@@ -40,6 +40,7 @@ BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 6000
 """The histograms' upper bounds in ms: ``EMQ_BUCKETS_MS`` in ``_lib.lua`` (a test holds
 them equal)."""
 STALL_RESULTS = ("recovered", "dead_lettered")
+"""The events a worker supervisor counts per queue (``echomq.app.supervisor``)."""
 
 FloorArg = Floor | str | os.PathLike[str] | None
 
@@ -96,8 +97,8 @@ def _families(samples: list[QueueSample], now: int, floor: Floor | None) -> Iter
         labels=["queue", "outcome"])
     workers = CounterMetricFamily(
         "echomq_worker_events", "What happened to workers: runs that reached their "
-        "timeout (timeouts), settled without their thread (abandoned) or process (killed), "
-        "worker processes restarted after dying (restarts) or recycled (recycles).",
+        "timeout (timeouts), settled without their thread (abandoned) or process (killed); "
+        "worker child processes that died, were restarted or recycled (--processes).",
         labels=["queue", "event"])
     stalls = CounterMetricFamily(
         "echomq_stalls", "Lapsed leases the stalled sweep recovered or dead-lettered.",

@@ -33,7 +33,8 @@ class QueueSample:
     jobs: dict[str, int] = field(default_factory=dict)
     finished: dict[str, int] = field(default_factory=dict)
     workers: dict[str, int] = field(default_factory=dict)
-    """Worker events (``queue/worker_events.py``): timeouts, abandoned, killed, ..."""
+    """Worker events (``queue/worker_events.py``): runs that timed out, were abandoned or
+    killed; worker child processes that died, were restarted or recycled."""
     stalls: dict[str, int] = field(default_factory=dict)
     run: dict[str, int] = field(default_factory=dict)
     wait: dict[str, int] = field(default_factory=dict)

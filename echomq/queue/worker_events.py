@@ -1,6 +1,6 @@
 """Counts of what happens to workers, per queue, for the Prometheus exposition: runs that
 reached their timeout, runs settled without their thread or process (abandoned, killed),
-worker processes restarted after they died and recycled on purpose.
+worker child processes that died, were restarted, or were recycled on purpose.
 
 Kept in the queue's ``metrics:workers`` hash beside the counters the settle scripts keep,
 so a scrape reads them in the same pipeline; written by the worker (one HINCRBY per
@@ -20,9 +20,9 @@ from echomq.queue.connection import Connection
 
 log = logging.getLogger("echomq.consumer")
 
-WorkerEvent = Literal["timeouts", "abandoned", "killed", "restarts", "recycles"]
-WORKER_EVENTS: tuple[WorkerEvent, ...] = ("timeouts", "abandoned", "killed", "restarts",
-                                          "recycles")
+WorkerEvent = Literal["timeouts", "abandoned", "killed", "died", "restarted", "recycled"]
+WORKER_EVENTS: tuple[WorkerEvent, ...] = ("timeouts", "abandoned", "killed", "died",
+                                          "restarted", "recycled")
 
 
 def count(conn: Connection, queues: Iterable[str], event: WorkerEvent, n: int = 1) -> None:

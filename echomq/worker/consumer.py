@@ -68,7 +68,10 @@ class Consumer:
     answer in time is logged and counted (``durable_shortfalls``), never waited on
     for ever. ``on_settled(job, kind)`` is called on the settler thread for each
     settle the server acknowledged (after the WAIT in durable mode); it must be quick,
-    and an exception from it takes the Consumer down.
+    and an exception from it takes the Consumer down. ``on_held(jobs)`` and
+    ``on_released(jobs)`` (default None, at no cost) are told of each batch of jobs as it
+    comes into this Consumer's hands and of each job as it leaves them (settled, lost or
+    handed back): a process supervisor settles what a dead child held (``echomq.app``).
     """
 
     def __init__(
@@ -104,6 +107,8 @@ class Consumer:
         hard_timeout: Literal["abandon", "exit"] = "abandon",
         max_abandoned: int = 4,
         threads: int | None = None,
+        on_held: Callable[[list[JobContext]], None] | None = None,
+        on_released: Callable[[list[JobContext]], None] | None = None,
     ) -> None:
         self.conn = conn
         self.plan = QueuePlan(conn, queue)
@@ -150,6 +155,11 @@ class Consumer:
         if on_settled is not None and not callable(on_settled):
             raise InvalidArgument("on_settled must be callable")
         self.on_settled = on_settled
+        for hook, what in ((on_held, "on_held"), (on_released, "on_released")):
+            if hook is not None and not callable(hook):
+                raise InvalidArgument(f"{what} must be callable")
+        self.on_held = on_held
+        self.on_released = on_released
 
         self._rules = self._timeout_rules(timeout_s, timeout_grace_s, timeouts, hard_timeout,
                                           max_abandoned)
@@ -163,7 +173,7 @@ class Consumer:
     def _assemble(self, keep_completed: int, backoff_ms: int, backoff_cap_ms: int) -> None:
         """Build the parts that share the ``Held`` ledger: claim loop, handler slots,
         settler, beat and the subscription that wakes the claim loop."""
-        self._held = Held(self.conn)
+        self._held = Held(self.conn, on_held=self.on_held, on_released=self.on_released)
         self._work: stdlib_queue.SimpleQueue[Any] = stdlib_queue.SimpleQueue()
         self._claims = ClaimLoop(
             self.conn, self.plan, self._held, self._work, concurrency=self.concurrency,

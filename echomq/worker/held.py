@@ -13,7 +13,7 @@ import logging
 import queue as stdlib_queue
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import redis
@@ -37,8 +37,15 @@ reply in; it applies when the job arrives. Other Consumers' jobs age out unused.
 class Held:
     """The jobs one Consumer holds, buffered or running."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, *,
+                 on_held: Callable[[list[JobContext]], None] | None = None,
+                 on_released: Callable[[list[JobContext]], None] | None = None) -> None:
         self.conn = conn
+        self.on_held = on_held
+        """Told of each batch of jobs as it is taken into hands (before any can start), so
+        a process supervisor can settle them if this process dies."""
+        self.on_released = on_released
+        """Told of each job once it left these hands (settled, lost or handed back)."""
         self.jobs: dict[tuple[str, str], JobContext] = {}
         """Every job held, buffered or running, by (queue, id), until it leaves this
         Consumer's hands."""
@@ -63,6 +70,8 @@ class Held:
                 early = self._early.pop((job.queue, job.id), None) if self._early else None
                 if early is not None:
                     job.signal_cancel(early[1])
+        if self.on_held is not None:
+            self.on_held(jobs)
 
     def cancel(self, queue: str, job_id: str, reason: str | None) -> JobContext | None:
         """Set the cancel token of ``job_id`` of ``queue`` when held (returned); else keep
@@ -93,6 +102,8 @@ class Held:
             self.slots.notify_all()
         if self.jobs.get((job.queue, job.id)) is job:
             self.jobs.pop((job.queue, job.id), None)
+        if self.on_released is not None:
+            self.on_released([job])
 
     def unfinished(self, *, started_too: bool) -> list[JobContext]:
         """Held jobs not yet let go of: the buffered ones (and the running ones with

@@ -4,6 +4,7 @@ timeout cancels the coroutine."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import echomq
@@ -94,10 +95,8 @@ def test_an_async_task_stops_at_its_timeout_and_one_that_swallows_it_is_settled(
               timeout_grace_s=0.5)
     async def stubborn() -> str:
         for _ in range(100):
-            try:
+            with contextlib.suppress(asyncio.CancelledError):  # swallowed: it goes on
                 await asyncio.sleep(0.1)
-            except asyncio.CancelledError:
-                pass  # swallowed: it goes on
         return "late"
 
     slow_id, stubborn_id = slow.enqueue(), stubborn.enqueue()

@@ -1,0 +1,399 @@
+"""The supervisor of ``app.worker(processes=N)``: N spawned children, each an App worker.
+
+Each child (:mod:`echomq.app.child`) imports the App by its path and tells the supervisor
+over a pipe which jobs it holds. A child that dies (kill -9, OOM, a segfault in a C
+extension) has each job it held settled at once as a failed attempt under that job's
+fencing token, so it is retried by its policy (or dead-lettered on its last try) without
+waiting for its lease, and a replacement starts at once. A child that recycles itself
+(``max_jobs_per_process``, ``max_memory_mb``) exits 0 after a graceful stop and is replaced.
+SIGTERM or SIGINT is forwarded to every child as a graceful stop; a second one forces.
+Children are spawned, never forked: the parent has threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import pickle
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection as Pipe
+from multiprocessing.connection import wait
+from multiprocessing.process import BaseProcess
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from echomq.app import child as child_module
+from echomq.errors import ConsumerCrashed, EchoMQError, InvalidArgument
+from echomq.jobs.settle import DEFAULT_BACKOFF_CAP_MS, DEFAULT_BACKOFF_MS
+from echomq.jobs.texts import attempt_error
+from echomq.queue import transitions, worker_events
+from echomq.queue.worker_events import WorkerEvent
+from echomq.worker.retry import FailPlan, RetryPolicy
+
+if TYPE_CHECKING:
+    from echomq.app.app import App
+    from echomq.app.worker import Worker
+
+log = logging.getLogger("echomq.worker")
+
+TICK_S = 0.2
+"""The longest the supervisor sleeps between looks at its children."""
+STOP_MARGIN_S = 10.0
+"""Beyond the grace period, how long a stopping child may take to hand back and settle."""
+FORCED_MARGIN_S = 8.0
+"""After a forced stop, how long a child may take before it is killed."""
+MAX_START_FAILURES = 3
+"""Children that fail to start in a row before the supervisor gives up."""
+
+
+class ProcessDied(Exception):  # noqa: N818 - the error a dead child's jobs keep
+    """The worker process that held a job died."""
+
+
+@dataclass
+class ChildState:
+    """What the supervisor knows of one child."""
+
+    process: BaseProcess
+    pipe: Pipe
+    ready: bool = False
+    recycling: str | None = None
+    told: int = 0
+    killed: bool = False
+    """Killed by the supervisor at the end of a stop: its jobs are handed back."""
+    """SIGTERMs sent to it (one per stop asked)."""
+    failure: str | None = None
+    held: dict[tuple[str, str], tuple[int, str | None]] = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid or 0
+
+
+def import_path(app: App) -> str:
+    """Where a spawned child finds ``app``: ``module:attr``. An App made in a script's
+    ``__main__`` (or not a module attribute) cannot be re-imported there: refused."""
+    given = getattr(app, "import_path", None)
+    if given:
+        return str(given)
+    module_name = getattr(app, "defined_in", None)
+    hint = ("define the App in an importable module (e.g. myapp/tasks.py) and run "
+            "`emq worker myapp.tasks:app --processes N`")
+    if module_name in (None, "__main__", "__mp_main__"):
+        raise InvalidArgument("a worker with processes > 1 needs an App its children can "
+                              "import, and this one was defined in __main__ (a script): "
+                              + hint)
+    module = sys.modules.get(str(module_name))
+    for attr, value in vars(module or object()).items():
+        if value is app:
+            return f"{module_name}:{attr}"
+    raise InvalidArgument(f"the App defined in {module_name!r} is not an attribute of that "
+                          f"module, so a child process cannot import it: {hint}")
+
+
+def _optional_positive(value: int | None, what: str) -> int | None:
+    from echomq.queue import validate
+
+    return None if value is None else validate.positive_int(value, what)
+
+
+class Supervisor:
+    """Runs ``processes`` children of an App's worker until SIGTERM/SIGINT or :meth:`stop`.
+
+    ``restarts`` (children started to replace one that died or recycled), ``recycles``
+    and ``child_deaths`` count what happened; each is logged as it happens."""
+
+    def __init__(self, app: App, queues: str | Sequence[str], *, processes: int,
+                 concurrency: int = 8, max_jobs_per_process: int | None = None,
+                 max_memory_mb: int | None = None, **consumer_options: Any) -> None:
+        from echomq.app.worker import Worker
+        from echomq.queue import validate
+
+        self.processes = validate.positive_int(processes, "processes")
+        self.max_jobs = _optional_positive(max_jobs_per_process, "max_jobs_per_process")
+        self.max_memory_mb = _optional_positive(max_memory_mb, "max_memory_mb")
+        self.app = app
+        self.target = import_path(app)
+        # built here, never run: every option is checked before a child starts
+        self.worker: Worker = Worker(app, queues, concurrency=concurrency, **consumer_options)
+        try:
+            pickle.dumps(consumer_options)
+        except Exception as exc:  # noqa: BLE001 - a lambda, a lock: named in one line
+            raise InvalidArgument(f"with processes > 1 the worker's options go to child "
+                                  f"processes and must pickle: {exc}") from exc
+        conn = self.worker.consumer.conn
+        root = logging.getLogger()
+        self.spec = child_module.ChildSpec(
+            target=self.target, url=conn.url, executor=conn.executor_name,
+            prefix=conn.prefix, payload_limit=conn.payload_limit, cluster=conn.cluster,
+            queues=queues, concurrency=concurrency, parent_pid=os.getpid(),
+            options=dict(consumer_options), max_jobs=self.max_jobs,
+            max_memory_mb=self.max_memory_mb,
+            log_level=root.getEffectiveLevel() if root.handlers else None)
+        self.grace_s = self.worker.consumer.grace_s
+        self.record = self.worker.consumer.record
+        self.backoff_ms = int(consumer_options.get("backoff_ms", DEFAULT_BACKOFF_MS))
+        self.backoff_cap_ms = int(consumer_options.get("backoff_cap_ms",
+                                                       DEFAULT_BACKOFF_CAP_MS))
+        self.children: list[ChildState] = []
+        self.restarts = 0
+        self.recycles = 0
+        self.child_deaths = 0
+        self._start_failures = 0
+        self._stops = 0
+        self._deadline: float | None = None
+        self._context = multiprocessing.get_context("spawn")
+
+    # -- public -------------------------------------------------------------------------
+
+    def start_line(self) -> str:
+        pids = ", ".join(str(c.pid) for c in self.children)
+        return (f"supervisor pid {os.getpid()}: {self.processes} process(es) of "
+                f"{self.worker.start_line()} (app {self.target}); children: pids {pids}")
+
+    def run(self, *, install_signals: bool = True) -> None:
+        """Start the children and keep them running until stopped; raises
+        ``ConsumerCrashed`` when children keep failing to start."""
+        restore = self._install_signals() if install_signals else None
+        try:
+            for _ in range(self.processes):
+                if self._stops:
+                    break
+                self.children.append(self._spawn())
+            log.info("%s", self.start_line())
+            self._tell_all()  # a signal that came while they were spawned
+            self._loop()
+        finally:
+            self._kill_all()
+            if restore is not None:
+                restore()
+        log.info("supervisor stopped: %d restart(s), %d recycle(s), %d child death(s)",
+                 self.restarts, self.recycles, self.child_deaths)
+
+    def stop(self) -> None:
+        """Stop every child gracefully (the grace period, then their jobs are handed
+        back); a second call forces."""
+        self._stops += 1
+        forced = self._stops > 1
+        margin = FORCED_MARGIN_S if forced else self.grace_s + STOP_MARGIN_S
+        deadline = time.monotonic() + margin
+        self._deadline = deadline if self._deadline is None else min(self._deadline, deadline)
+        self._tell_all()
+
+    def _tell_all(self) -> None:
+        """Each child gets one SIGTERM per stop asked (a second one forces), once."""
+        for c in self.children:
+            while c.told < min(self._stops, 2):
+                c.told += 1
+                self._signal(c, signal.SIGTERM)
+
+    @property
+    def pids(self) -> list[int]:
+        """The children's pids."""
+        return [c.pid for c in self.children]
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while self.children:
+            ready = wait([c.pipe for c in self.children]
+                         + [c.process.sentinel for c in self.children], TICK_S)
+            for c in list(self.children):
+                if c.pipe in ready:
+                    self._drain(c)
+                if c.process.sentinel in ready or not c.process.is_alive():
+                    self._exited(c)
+            if self._deadline is not None and time.monotonic() > self._deadline:
+                for c in self.children:
+                    log.warning("child %d still running past the stop deadline: killed", c.pid)
+                    c.killed = True
+                    self._signal(c, signal.SIGKILL)
+                self._deadline = time.monotonic() + 5.0
+
+    def _spawn(self) -> ChildState:
+        reader, writer = self._context.Pipe(duplex=False)
+        process = self._context.Process(target=child_module.main, args=(self.spec, writer),
+                                        name="emq-worker-child", daemon=False)
+        process.start()
+        writer.close()
+        return ChildState(process, reader)
+
+    def _drain(self, c: ChildState) -> None:
+        """Take every message the child sent so far."""
+        try:
+            while c.pipe.poll():
+                self._message(c, c.pipe.recv())
+        except (EOFError, OSError):
+            pass
+
+    def _message(self, c: ChildState, message: tuple[Any, ...]) -> None:
+        kind = message[0]
+        if kind == "held":
+            for queue, job_id, token, name in message[1]:
+                c.held[queue, job_id] = (token, name)
+        elif kind == "released":
+            for queue, job_id, token in message[1]:
+                if c.held.get((queue, job_id), (None,))[0] == token:
+                    del c.held[queue, job_id]
+        elif kind == "ready":
+            c.ready = True
+            self._start_failures = 0
+        elif kind == "recycle":
+            c.recycling = str(message[1])
+        elif kind == "failed":
+            c.failure = str(message[1])
+
+    def _exited(self, c: ChildState) -> None:
+        c.process.join(1.0)
+        if c.process.exitcode is None:
+            return
+        self._drain(c)
+        c.pipe.close()
+        self.children.remove(c)
+        code = c.process.exitcode
+        stopping = self._stops > 0
+        if code != 0 and c.ready:
+            self.child_deaths += 1
+            self._count("died")
+            log.warning("child %d died (%s) holding %d job(s)", c.pid, _status(code),
+                        len(c.held))
+        if code != 0 and c.held:
+            self._settle_dead(c, code, killed_by_us=c.killed)
+        if not c.ready:
+            if stopping:
+                return
+            self._start_failures += 1
+            why = c.failure or f"exit status {code}"
+            log.error("child %d failed to start: %s", c.pid, why)
+            if self._start_failures >= MAX_START_FAILURES:
+                raise ConsumerCrashed(f"worker children for {self.target} failed to start "
+                                      f"{self._start_failures} times in a row: {why}")
+        elif code == 0:
+            if stopping:
+                return
+            self.recycles += 1
+            self._count("recycled")
+            log.info("child %d recycled (%s)", c.pid,
+                     c.recycling or "it stopped on its own")
+        elif stopping:
+            return
+        replacement = self._spawn()
+        self.children.append(replacement)
+        self.restarts += 1
+        self._count("restarted")
+        log.info("started child %d in place of %d (%d restart(s), %d recycle(s), "
+                 "%d death(s) so far)", replacement.pid, c.pid, self.restarts, self.recycles,
+                 self.child_deaths)
+
+    def _count(self, event: WorkerEvent) -> None:
+        """One worker event in each served queue's ``metrics:workers`` hash (Prometheus'
+        ``echomq_worker_events_total``); a server that does not answer costs a log line."""
+        worker_events.count(self.worker.consumer.conn, self.worker.queues, event)
+
+    # -- the jobs of a dead child -----------------------------------------------------
+
+    def _settle_dead(self, c: ChildState, code: int, *, killed_by_us: bool) -> None:
+        """Fail each job the child held under its token (hand it back when the
+        supervisor itself killed the child at the end of a stop). A job that settled
+        meanwhile answers StaleToken or NotActive: fine."""
+        conn = self.worker.consumer.conn
+        why = f"worker process {c.pid} died ({_status(code)})"
+        if killed_by_us:
+            from echomq.jobs.settle import release_many
+
+            by_queue: dict[str, list[tuple[str, int]]] = {}
+            for (queue, job_id), (token, _name) in c.held.items():
+                by_queue.setdefault(queue, []).append((job_id, token))
+            for queue, held in by_queue.items():
+                try:
+                    release_many(conn, queue, held)
+                except (EchoMQError, redis.RedisError) as exc:
+                    log.warning("could not hand back %d job(s) of %r: %s", len(held), queue,
+                                exc)
+            return
+        for (queue, job_id), (token, name) in c.held.items():
+            plan = self._plan(name, token, why)
+            call = transitions.fail_call(
+                conn.keys(queue), job_id, token, why,
+                backoff_ms=plan.base_ms or self.backoff_ms,
+                backoff_cap_ms=plan.cap_ms or self.backoff_cap_ms, record=self.record,
+                delay_ms=plan.delay_ms, error_entry=attempt_error(ProcessDied(why)))
+            try:
+                verdict = transitions.failed(conn.executor.run(*call), job_id)
+            except (EchoMQError, redis.RedisError) as exc:
+                log.warning("could not settle job %s/%s of dead child %d; its lease will "
+                            "lapse: %s", queue, job_id, c.pid, exc)
+                continue
+            if isinstance(verdict, BaseException):
+                continue  # settled meanwhile (StaleToken, NotActive) or gone
+            log.info("job %s/%s attempt %d failed: %s (%s)", queue, job_id, token, why,
+                     verdict)
+        c.held.clear()
+
+    def _plan(self, name: str | None, attempt: int, why: str) -> FailPlan:
+        """The task's backoff for a job whose process died (always a retry while tries
+        remain: a death is not the task's exception)."""
+        task = self.app.tasks.get(name or "")
+        if task is None:
+            return FailPlan()
+        try:
+            return RetryPolicy(task.policy.backoff).plan(attempt, ProcessDied(why))
+        except EchoMQError:
+            return FailPlan()
+
+    # -- signals ------------------------------------------------------------------------
+
+    def _signal(self, c: ChildState, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(c.pid, signum)
+
+    def _install_signals(self) -> Any:
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def on_signal(signum: int, _frame: object) -> None:
+            log.info("signal %s: %s", signal.Signals(signum).name,
+                     "forcing the children to stop" if self._stops else
+                     "stopping the children gracefully")
+            self.stop()
+
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+
+        def restore() -> None:
+            for signum, old in previous.items():
+                signal.signal(signum, old)
+
+        return restore
+
+    def _kill_all(self) -> None:
+        """Leave no child behind (after an error in the loop): a forced stop, a few
+        seconds to hand back, then SIGKILL and the supervisor hands back what they held."""
+        if not self.children:
+            return
+        while self._stops < 2:
+            self.stop()
+        deadline = time.monotonic() + FORCED_MARGIN_S
+        for c in self.children:
+            c.process.join(max(0.0, deadline - time.monotonic()))
+            if c.process.is_alive():
+                self._signal(c, signal.SIGKILL)
+                c.process.join(5.0)
+            self._drain(c)
+            if c.held and c.process.exitcode != 0:
+                self._settle_dead(c, c.process.exitcode or -9, killed_by_us=True)
+        self.children.clear()
+
+
+def _status(code: int | None) -> str:
+    if code is not None and code < 0:
+        return f"signal {-code}"
+    return f"exit status {code}"
