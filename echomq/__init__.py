@@ -72,7 +72,7 @@ from echomq.worker.context import JobContext, current_job
 from echomq.worker.retry import Backoff, Fail, Fixed, Retry, RetryPolicy
 
 if TYPE_CHECKING:
-    from echomq import archive
+    from echomq import aio, archive
     from echomq.scheduling.cron import schedule, schedules, unschedule
     from echomq.scheduling.scheduler import BatchScheduler
 
@@ -81,7 +81,8 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     """``echomq.archive``, ``echomq.BatchScheduler`` and the cron verbs load on first use:
-    they bring boto3 and APScheduler, which a worker or a producer never needs; so does
+    they bring boto3 and APScheduler, which a worker or a producer never needs; so do
+    ``echomq.aio`` (the asyncio verbs, which a sync program never needs) and
     ``__version__``, read from the installed distribution's metadata."""
     import importlib
 
@@ -90,8 +91,8 @@ def __getattr__(name: str) -> Any:
     if name in ("schedule", "schedules", "unschedule"):
         return getattr(importlib.import_module("echomq.scheduling.cron"), name)
 
-    if name == "archive":
-        return importlib.import_module("echomq.archive")
+    if name in ("archive", "aio"):
+        return importlib.import_module(f"echomq.{name}")
     if name == "BatchScheduler":
         return importlib.import_module("echomq.scheduling.scheduler").BatchScheduler
     raise AttributeError(f"module 'echomq' has no attribute {name!r}")
@@ -146,6 +147,7 @@ __all__ = [
     "add",
     "add_many",
     "apply_retention",
+    "aio",
     "archive",
     "cancel",
     "claim",
