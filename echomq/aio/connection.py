@@ -19,6 +19,7 @@ import redis.asyncio
 
 from echomq.aio.cluster import AsyncEchoCluster
 from echomq.aio.executors import AsyncExecutor, make_executor
+from echomq.aio.hub import Hubs
 from echomq.errors import ConnectionFailed, InvalidArgument
 from echomq.queue.connection import (
     DEFAULT_PAYLOAD_LIMIT,
@@ -57,6 +58,8 @@ class AsyncConnection:
         self._watchers = watchers
         self._executor: AsyncExecutor | None = None
         self._keys: dict[str, Keys] = {}
+        self.hubs = Hubs()
+        """The shared subscriptions of this connection's waits (:mod:`echomq.aio.hub`)."""
 
     def keys(self, queue: str) -> Keys:
         """The key names of ``queue`` under this connection's prefix (checked, cached)."""
@@ -77,6 +80,7 @@ class AsyncConnection:
     async def close(self) -> None:
         """Close the client's connections (and a Sentinel URL's sentinel clients)."""
         try:
+            await self.hubs.close()
             await self.redis.aclose()
         finally:
             if self._watchers is not None:
@@ -129,8 +133,11 @@ async def connect(url: str | None = None, *, prefix: str = PREFIX,
         return conn
     check_numbers(url)
     try:
-        client = redis.asyncio.Redis.from_url(url, decode_responses=True,
-                                              health_check_interval=30)
+        # a blocking pool: a burst of coroutines past max_connections (100, or the URL's
+        # ?max_connections=) waits for a free connection instead of failing
+        pool = redis.asyncio.BlockingConnectionPool.from_url(
+            url, decode_responses=True, health_check_interval=30)
+        client = redis.asyncio.Redis.from_pool(pool)  # closed with the client
     except ValueError as exc:
         raise ConnectionFailed(f"cannot use Redis URL {redact_url(url)!r}: {exc}") from exc
     try:

@@ -15,15 +15,17 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
-from echomq.aio.connection import AsyncConnection
 from echomq.errors import ConnectionFailed
 from echomq.queue import validate
 from echomq.queue.events import LISTEN_TTL_MS, RENEW_S, Event
 from echomq.queue.listen import CONFIRM_S
+
+if TYPE_CHECKING:
+    from echomq.aio.connection import AsyncConnection
 
 RECONNECT_S = 30.0
 """How long a dropped subscription is tried again before ``ConnectionFailed``."""

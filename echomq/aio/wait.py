@@ -1,21 +1,25 @@
 """``aio.wait``: :func:`echomq.wait`, awaited; the event loop runs on while it waits.
 
-The same protocol: subscribed (the mark set first) before the row is read once; the end
-is heard, then read. A subscription dropped and made again may have missed the end: the
-row is read again then.
+The same protocol: the job's news is subscribed to (the mark set first) before its row is
+read once; its end is heard, then read. The waits of one queue on one connection share
+one subscription (:mod:`echomq.aio.hub`), so ten thousand open waits hold one
+connection, not ten thousand. A subscription dropped and made again may have missed the
+end: every wait reads its row again then. A job removed while waited on is found by an
+``EXISTS`` every few seconds (``JobGone``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from echomq.aio.connection import AsyncConnection
-from echomq.aio.listen import AsyncListener
+from echomq.aio.hub import LOST
 from echomq.aio.verbs import get_job
 from echomq.errors import JobGone, WaitTimeout
 from echomq.models import Job
 from echomq.queue import validate
-from echomq.queue.events import ENDS
+from echomq.queue.events import RENEW_S
 from echomq.queue.wait import outcome
 
 
@@ -26,30 +30,30 @@ async def wait(conn: AsyncConnection, queue: str, job_id: str,
     row = conn.keys(queue).job(job_id)  # the gate, before the wire
     limit = None if timeout_s is None else validate.positive_seconds(timeout_s, "timeout_s")
     deadline = None if limit is None else time.monotonic() + limit
-    listener = await AsyncListener(conn, queue, job_news_only=True).open()
+    hub, inbox = await conn.hubs.join(conn, queue, job_id)
     try:
         job = await get_job(conn, queue, job_id)
         if job is None:
             raise JobGone(f"wait: no job {job_id!r} in queue {queue!r}")
         while outcome(job) is None:
-            event = await listener.read(deadline)
-            if event is None:
+            left = RENEW_S if deadline is None else min(RENEW_S, deadline - time.monotonic())
+            try:
+                item = await asyncio.wait_for(inbox.get(), max(left, 0.0))
+            except TimeoutError:
                 if deadline is not None and time.monotonic() >= deadline:
-                    raise WaitTimeout(queue, job_id, limit or 0.0)
-                if listener.lost:  # the end may have been published while we were away
-                    listener.lost = False
-                else:
-                    if not await listener.renew(row):
-                        raise JobGone(f"wait: job {job_id!r} of {queue!r} was removed "
-                                      "before it finished")
-                    continue
-            elif event.job_id != job_id or event.kind not in ENDS:
+                    raise WaitTimeout(queue, job_id, limit or 0.0) from None
+                if not await conn.redis.exists(row):
+                    raise JobGone(f"wait: job {job_id!r} of {queue!r} was removed "
+                                  "before it finished") from None
                 continue
+            if isinstance(item, BaseException):
+                raise item
+            # heard its end (or maybe missed it: LOST): read it once
             found = await get_job(conn, queue, job_id)
             if found is None:
-                raise JobGone(f"wait: job {job_id!r} of {queue!r} was removed after "
-                              "it finished")
+                raise JobGone(f"wait: job {job_id!r} of {queue!r} was removed "
+                              f"{'while waited on' if item == LOST else 'after it finished'}")
             job = found
         return job
     finally:
-        await listener.close()
+        await conn.hubs.leave(hub, job_id, inbox)

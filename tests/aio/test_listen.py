@@ -123,3 +123,43 @@ def test_an_events_stream_ends_by_count_timeout_and_aclose(conn: Connection, aru
 
     counted, timed, closed = arun(body)
     assert counted == ["paused", "resumed"] and timed == [] and closed
+
+
+def test_many_waits_share_one_subscription(conn: Connection, arun: Runner,
+                                           queue: str) -> None:
+    """More waits at once than the client's pool has connections (100; a Cluster
+    client's pools refuse past it rather than wait): one subscription serves them all,
+    and the waits end when their jobs do."""
+    ids = echomq.add_many(conn, queue, list(range(60 if conn.cluster else 300)))
+
+    async def body(aconn: aio.AsyncConnection) -> tuple[list[echomq.Job], int]:
+        waits = [asyncio.ensure_future(aio.wait(aconn, queue, i, timeout_s=60)) for i in ids]
+        while len(aconn.hubs._hubs.get(queue, _NoHub()).inboxes) < len(ids):
+            await asyncio.sleep(0.01)
+        subscribed = _subscribers(conn)
+        threads = ConsumerThreads(conn, queue, **QUICK)
+        threads.start(lambda job: job.payload, concurrency=16)
+        try:
+            return await asyncio.gather(*waits), subscribed
+        finally:
+            await asyncio.to_thread(threads.stop_all)
+
+    jobs, subscribed = arun(body)
+    assert [job.state for job in jobs] == ["completed"] * len(ids)
+    assert subscribed == 1
+
+
+class _NoHub:
+    inboxes: dict[str, Any] = {}
+
+
+def _subscribers(conn: Connection) -> int:
+    """How many pub/sub clients the server (every node of a Cluster) has."""
+    client: Any = conn.redis
+    nodes = client.get_nodes() if conn.cluster else [None]
+    total = 0
+    for node in nodes:
+        listing = (client.client_list(target_nodes=node) if node is not None
+                   else client.client_list())
+        total += sum(1 for c in listing if "P" in c.get("flags", ""))
+    return total
