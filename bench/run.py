@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 SECTIONS = {
     "consumer": ("bench_consumer", "main"),
     "tasks": ("bench_tasks", "rows"),
+    "aio": ("bench_aio", "rows"),
     "archive": ("bench_archive", "rows"),
     "fold-parts": ("bench_fold_parts", "rows"),
     "restore-parts": ("bench_restore_parts", "rows"),

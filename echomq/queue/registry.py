@@ -18,7 +18,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from importlib.resources.abc import Traversable
 
@@ -51,8 +51,9 @@ class Transition:
         if len(keys) != self.numkeys:
             raise InvalidKey(f"{self.name} takes {self.numkeys} keys, got {len(keys)}")
 
-    @property
+    @cached_property
     def sha(self) -> str:
+        """The script's SHA1, computed once (every EVALSHA sends it)."""
         return hashlib.sha1(self.script.encode()).hexdigest()
 
     @property
