@@ -4,6 +4,7 @@ wrong way fails here before a reader has to find it.
 
     substrate (queue, errors, models)  <-  jobs  <-  worker
     substrate, jobs                    <-  scheduling (cron, the batch scheduler)
+    substrate, servers, jobs           <-  aio  <-  app (Task.aenqueue, App.aconn)
     substrate                          <-  archive
     substrate                          <-  servers (the launchers: errors alone)
     the library                        <-  faces (cli, web, ``python -m echomq``)
