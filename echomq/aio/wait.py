@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 import time
 
+import redis
+
 from echomq.aio.connection import AsyncConnection
 from echomq.aio.hub import LOST
 from echomq.aio.verbs import get_job
-from echomq.errors import JobGone, WaitTimeout
+from echomq.errors import ConnectionFailed, JobGone, WaitTimeout
 from echomq.models import Job
 from echomq.queue import validate
 from echomq.queue.events import RENEW_S
@@ -42,7 +44,7 @@ async def wait(conn: AsyncConnection, queue: str, job_id: str,
             except TimeoutError:
                 if deadline is not None and time.monotonic() >= deadline:
                     raise WaitTimeout(queue, job_id, limit or 0.0) from None
-                if not await conn.redis.exists(row):
+                if not await _exists(conn, row):
                     raise JobGone(f"wait: job {job_id!r} of {queue!r} was removed "
                                   "before it finished") from None
                 continue
@@ -57,3 +59,11 @@ async def wait(conn: AsyncConnection, queue: str, job_id: str,
         return job
     finally:
         await conn.hubs.leave(hub, job_id, inbox)
+
+
+async def _exists(conn: AsyncConnection, row: str) -> bool:
+    """Whether the waited job's row is still there (the sync wait's check, on renewal)."""
+    try:
+        return bool(await conn.redis.exists(row))
+    except redis.ConnectionError as exc:
+        raise ConnectionFailed(f"lost the server while waiting: {exc}") from exc
