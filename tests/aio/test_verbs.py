@@ -3,6 +3,7 @@ bad input refused before the wire (nothing reaches the server)."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from typing import Any
@@ -122,9 +123,13 @@ def test_bad_payloads_names_and_ids_are_refused_before_the_wire(
         ("cancel_request", ("bad queue", "x"), {}),
         ("wait", (queue, "a:b"), {}),
         ("wait", (queue, "x"), {"timeout_s": -1}),
+        ("events", (queue,), {"count": 0}),
+        ("events", (queue,), {"timeout_s": float("nan")}),
+        ("events", ("bad queue",), {}),
     ]
     sync = {"add": echomq.add, "add_many": echomq.add_many, "get_job": echomq.get_job,
-            "cancel_request": echomq.cancel.request, "wait": echomq.wait}
+            "cancel_request": echomq.cancel.request, "wait": echomq.wait,
+            "events": echomq.events}
     wants = [_refusal(lambda v=v, a=a, k=k: sync[v](conn, *a, **k)) for v, a, k in cases]
 
     async def body(aconn: aio.AsyncConnection) -> list[tuple[str, str]]:
@@ -255,3 +260,20 @@ def test_import_echomq_leaves_the_aio_package_unloaded() -> None:
             "from echomq import aio; assert aio.add and echomq.aio is aio; "
             "assert 'redis.asyncio.cluster' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_wait_on_a_job_removed_meanwhile_raises_job_gone(conn: Connection, arun: Runner,
+                                                       queue: str) -> None:
+    job_id = echomq.add(conn, queue, 1)
+
+    async def body(aconn: aio.AsyncConnection) -> str:
+        waiting = asyncio.ensure_future(aio.wait(aconn, queue, job_id, timeout_s=30))
+        await asyncio.sleep(0.2)
+        await asyncio.to_thread(echomq.remove_job, conn, queue, job_id)
+        try:
+            await waiting
+        except echomq.JobGone as exc:
+            return str(exc)
+        raise AssertionError("the wait did not notice")
+
+    assert arun(body) == f"wait: job {job_id!r} of {queue!r} was removed before it finished"
