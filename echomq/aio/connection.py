@@ -17,6 +17,7 @@ from typing import Any
 import redis
 import redis.asyncio
 
+from echomq.aio.batch import AddBatch
 from echomq.aio.cluster import AsyncEchoCluster
 from echomq.aio.executors import AsyncExecutor, make_executor
 from echomq.aio.hub import Hubs
@@ -58,6 +59,8 @@ class AsyncConnection:
         self._watchers = watchers
         self._executor: AsyncExecutor | None = None
         self._keys: dict[str, Keys] = {}
+        self.adds = AddBatch(self)
+        """This turn's adds, sent together (:mod:`echomq.aio.batch`)."""
         self.hubs = Hubs()
         """The shared subscriptions of this connection's waits (:mod:`echomq.aio.hub`)."""
 

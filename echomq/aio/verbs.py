@@ -22,11 +22,16 @@ from echomq.queue.transitions import CancelOutcome
 async def add(conn: AsyncConnection, queue: str, payload: Any, *, job_id: str | None = None,
               delay_ms: int = 0, priority: int = 0, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
               group: str | None = None, name: str | None = None) -> str:
-    """:func:`echomq.add`, awaited: enqueue one job, its id (idempotent with ``job_id``)."""
+    """:func:`echomq.add`, awaited: enqueue one job, its id (idempotent with ``job_id``).
+
+    Adds that coroutines make in the same turn of the event loop share one round trip."""
     plan = plan_add(conn.keys(queue), conn.payload_limit, payload, job_id=job_id,
                     delay_ms=delay_ms, priority=priority, max_attempts=max_attempts,
                     group=group, name=name)
-    return (await _send(conn, queue, plan))[0]
+    if tracing.current() is not None:  # a span and a trace context of its own
+        return (await _send(conn, queue, plan))[0]
+    # sent with the other adds of this turn of the event loop (echomq.aio.batch)
+    return await conn.adds.add(plan.keys, plan.options, (job_id or "", plan.bodies[0]))
 
 
 async def add_many(conn: AsyncConnection, queue: str, payloads: Iterable[Any], *,
