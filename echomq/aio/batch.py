@@ -33,6 +33,8 @@ class AddBatch:
     def __init__(self, conn: AsyncConnection) -> None:
         self.conn = conn
         self._groups: dict[tuple[str, tuple[Any, ...]], Group] = {}
+        self._sending: set[asyncio.Task[None]] = set()
+        """The round trips in flight, held so none is collected before it ends."""
 
     def add(self, keys: Keys, options: list[str | int], job: tuple[str, str]
             ) -> asyncio.Future[str]:
@@ -54,7 +56,9 @@ class AddBatch:
                 chunk = entries[start:start + BATCH]
                 calls.append(transitions.add_call(keys, list(options), [j for j, _ in chunk]))
                 owners.append([f for _, f in chunk])
-        asyncio.ensure_future(self._send(calls, owners))
+        sending = asyncio.ensure_future(self._send(calls, owners))
+        self._sending.add(sending)
+        sending.add_done_callback(self._sending.discard)
 
     async def _send(self, calls: list[Call], owners: list[list[asyncio.Future[str]]]
                     ) -> None:
