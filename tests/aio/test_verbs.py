@@ -277,3 +277,30 @@ def test_wait_on_a_job_removed_meanwhile_raises_job_gone(conn: Connection, arun:
         raise AssertionError("the wait did not notice")
 
     assert arun(body) == f"wait: job {job_id!r} of {queue!r} was removed before it finished"
+
+
+def test_prefix_payload_limit_and_redaction_are_the_sync_connections(
+        server_url: str, arun: Runner, queue: str) -> None:
+    sync = echomq.connect(server_url, prefix="tnt", payload_limit=64)
+    try:
+        want = _refusal(lambda: echomq.add(sync, queue, "x" * 100))
+        sync_id = echomq.add(sync, f"{queue}-s", {"n": 1})
+
+        async def body(aconn: aio.AsyncConnection) -> tuple[Any, str, str]:
+            try:
+                await aio.add(aconn, queue, "x" * 100)
+            except echomq.InvalidArgument as exc:
+                refused: Any = (type(exc).__name__, str(exc))
+            return refused, await aio.add(aconn, f"{queue}-a", {"n": 1}), repr(aconn)
+
+        refused, async_id, shown = arun(body, prefix="tnt", payload_limit=64)
+        assert refused == want
+        assert sync.redis.exists(f"tnt:{{{queue}-a}}:job:{async_id}")
+        assert sync.redis.exists(f"tnt:{{{queue}-s}}:job:{sync_id}")
+        assert not sync.redis.exists(f"emq:{{{queue}-a}}:job:{async_id}")
+        assert "prefix='tnt'" in shown
+    finally:
+        sync.close()
+    secret = "redis://:hunter2@127.0.0.1:1/0"
+    assert repr(aio.AsyncConnection(None, url=secret)) == (
+        "AsyncConnection('redis://:***@127.0.0.1:1/0', executor='scripts', prefix='emq')")
