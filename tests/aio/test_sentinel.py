@@ -7,6 +7,7 @@ import asyncio
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -83,3 +84,24 @@ def test_aio_follows_a_sentinel_failover(tmp_path: Path) -> None:
 
         assert asyncio.run(body()) == ["before", "after"]
         assert _rows_on(replica, queue) >= 1
+
+
+def test_rediss_sentinel_speaks_tls_to_the_sentinels_and_the_primary() -> None:
+    from redis.asyncio.connection import SSLConnection
+    from redis.asyncio.sentinel import SentinelManagedSSLConnection
+
+    async def body() -> None:
+        aconn = await aio.connect("rediss+sentinel://127.0.0.1:1,127.0.0.1:2/svc/2"
+                                  "?ssl_ca_certs=/etc/ca.pem&ssl_cert_reqs=required",
+                                  check=False)
+        try:
+            pool: Any = aconn.redis.connection_pool
+            assert pool.connection_class is SentinelManagedSSLConnection
+            assert pool.connection_kwargs["db"] == 2
+            assert pool.connection_kwargs["ssl_ca_certs"] == "/etc/ca.pem"
+            for client in aconn._watchers.sentinels:
+                assert client.connection_pool.connection_class is SSLConnection
+        finally:
+            await aconn.close()
+
+    asyncio.run(body())
