@@ -79,7 +79,7 @@ class Hub:
                 try:
                     await self.listener.renew()
                 except ConnectionFailed as exc:
-                    await self.listener._resubscribe(exc)
+                    await self.listener.resubscribe(exc)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # the subscription is gone for good: every wait hears

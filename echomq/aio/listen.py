@@ -71,7 +71,7 @@ class AsyncListener:
             await self._drop()
             raise
 
-    async def _resubscribe(self, cause: BaseException) -> None:
+    async def resubscribe(self, cause: BaseException) -> None:
         """Subscribe again after ``cause`` dropped the subscription, with backoff, for up
         to :data:`RECONNECT_S`; then ``ConnectionFailed``."""
         await self._drop()
@@ -90,6 +90,11 @@ class AsyncListener:
                                        f"{self.keys.queue!r}: {cause}") from cause
             await asyncio.sleep(pause)
             pause = min(pause * 2, 1.0)
+
+    @property
+    def renewal_due(self) -> bool:
+        """True once the mark should be renewed (every :data:`RENEW_S`)."""
+        return time.monotonic() >= self._renew_at
 
     async def renew(self, row: str | None = None) -> bool:
         """Renew the mark (and set the next renewal); with ``row``, in the same round trip,
@@ -116,7 +121,7 @@ class AsyncListener:
             try:
                 message = await self._pubsub.get_message(timeout=left)
             except _DROPPED as exc:
-                await self._resubscribe(exc)
+                await self.resubscribe(exc)
                 return None
             if message is None:
                 continue
@@ -178,11 +183,11 @@ class AsyncEventStream(AsyncIterator[Event]):
                 return event
             if self._deadline is not None and time.monotonic() >= self._deadline:
                 break
-            if time.monotonic() >= self._listener._renew_at:
+            if self._listener.renewal_due:
                 try:
                     await self._listener.renew()
                 except ConnectionFailed as exc:
-                    await self._listener._resubscribe(exc)
+                    await self._listener.resubscribe(exc)
         await self.aclose()
         raise StopAsyncIteration
 
