@@ -19,6 +19,7 @@ SECTIONS = {
     "history": ("bench_history", "rows"),
     "pipeline": ("bench_pipeline", "rows"),
     "processes": ("bench_processes", "rows"),
+    "aio": ("bench_aio", "rows"),
     "archive": ("bench_archive", "rows"),
     "fold-parts": ("bench_fold_parts", "rows"),
     "restore-parts": ("bench_restore_parts", "rows"),

@@ -36,6 +36,7 @@ _LAZY: dict[str, str] = {
     "cancel": "echomq.cancel:",
     "tracing": "echomq.tracing:",
     "archive": "echomq.archive:",
+    "aio": "echomq.aio:",
     "extend_lock": "echomq.jobs.lease",
     "reap": "echomq.jobs.lease",
     "report_progress": "echomq.jobs.progress",
@@ -105,7 +106,7 @@ worker, so it loads only the connection; a producer never loads the worker, a wo
 never loads the launchers, and nobody loads boto3 or APScheduler by importing us."""
 
 if TYPE_CHECKING:
-    from echomq import archive, cancel, tracing
+    from echomq import aio, archive, cancel, tracing
     from echomq.app.app import App
     from echomq.app.connect import connect
     from echomq.app.task import Task
@@ -221,6 +222,7 @@ __all__ = [
     "add_many",
     "append_log",
     "apply_retention",
+    "aio",
     "archive",
     "cancel",
     "claim",

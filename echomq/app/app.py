@@ -27,6 +27,9 @@ from echomq.worker.consumer import check_timeout
 from echomq.worker.retry import BackoffSpec, RetryPolicy
 
 if TYPE_CHECKING:
+    import asyncio
+
+    from echomq.aio.connection import AsyncConnection
     from echomq.app.supervisor import Supervisor
     from echomq.app.worker import Worker
 
@@ -55,6 +58,7 @@ class App:
         self.data_dir = None if data_dir is None else Path(data_dir)
         self._conn = conn
         self._conn_lock = threading.Lock()
+        self._aconn: tuple[asyncio.AbstractEventLoop, AsyncConnection] | None = None
         self._tasks: dict[str, Task[Any, Any]] = {}
         self.defined_in: str | None = sys._getframe(1).f_globals.get("__name__")
         """The module that made this App: a worker's child processes import it from there."""
@@ -71,6 +75,43 @@ class App:
                     self._conn = connect(self.url, self.executor, prefix=self.prefix,
                                          data_dir=self.data_dir)
         return self._conn
+
+    async def aconn(self) -> AsyncConnection:
+        """The App's asyncio connection (``echomq.aio``), opened on the first await: to the
+        App's URL, its connection's server, or the folder's shared server, with its prefix
+        and executor. ``task.aenqueue`` uses it. An asyncio connection belongs to one event
+        loop: awaited on another loop (a new ``asyncio.run``), a new one is opened there."""
+        import asyncio
+
+        from echomq.aio.connection import connect as aconnect
+
+        loop = asyncio.get_running_loop()
+        found = self._aconn
+        if found is not None and found[0] is loop:
+            return found[1]
+        conn = self._conn
+        if conn is not None:
+            opened = await aconnect(conn.url, prefix=conn.prefix, executor=conn.executor_name,
+                                    payload_limit=conn.payload_limit, cluster=conn.cluster)
+        else:
+            opened = await aconnect(self.url, prefix=self.prefix, executor=self.executor,
+                                    data_dir=self.data_dir)
+        found = self._aconn
+        if found is not None and found[0] is loop:  # another task opened one meanwhile
+            await opened.close()
+            return found[1]
+        self._aconn = (loop, opened)
+        return opened
+
+    async def aclose(self) -> None:
+        """Close the asyncio connection :meth:`aconn` opened on this loop (a later await
+        opens it again)."""
+        import asyncio
+
+        found, loop = self._aconn, asyncio.get_running_loop()
+        if found is not None and found[0] is loop:
+            self._aconn = None
+            await found[1].close()
 
     @property
     def names_a_server(self) -> bool:

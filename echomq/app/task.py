@@ -15,6 +15,7 @@ from echomq.app.calls import call_payload
 from echomq.errors import InvalidArgument
 from echomq.queue import validate
 from echomq.queue.enqueue import add, add_many
+from echomq.queue.keys import check_name
 from echomq.worker.retry import BackoffSpec, RetryPolicy, check_backoff
 
 if TYPE_CHECKING:
@@ -66,11 +67,42 @@ class Task(Generic[P, R]):
         id is returned unchanged), a priority, a group lane, the tries, backoff and
         timeout of this job alone (an ``echomq.Backoff`` or ``echomq.Fixed``; seconds),
         another queue."""
+        target, payload, options = self._job(args, kwargs, delay_ms=delay_ms, job_id=job_id,
+                                             priority=priority, group=group,
+                                             max_attempts=max_attempts, backoff=backoff,
+                                             timeout_s=timeout_s, queue=queue)
+        return add(self.app.conn, target, payload, **options)
+
+    async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
+        """:meth:`enqueue`, awaited (``echomq.aio``, on the App's :meth:`~echomq.App.aconn`)."""
+        return await self.aenqueue_with(args=args, kwargs=kwargs)
+
+    async def aenqueue_with(self, args: Sequence[Any] = (),
+                            kwargs: Mapping[str, Any] | None = None, *, delay_ms: int = 0,
+                            job_id: str | None = None, priority: int | None = None,
+                            group: str | None = None, max_attempts: int | None = None,
+                            backoff: BackoffSpec | None = None,
+                            timeout_s: float | None = None, queue: str | None = None) -> str:
+        """:meth:`enqueue_with`, awaited: the same options, checked before the wire."""
+        from echomq.aio.verbs import add as aadd
+
+        target, payload, options = self._job(args, kwargs, delay_ms=delay_ms, job_id=job_id,
+                                             priority=priority, group=group,
+                                             max_attempts=max_attempts, backoff=backoff,
+                                             timeout_s=timeout_s, queue=queue)
+        return await aadd(await self.app.aconn(), target, payload, **options)
+
+    def _job(self, args: Sequence[Any], kwargs: Mapping[str, Any] | None, *, delay_ms: int,
+             job_id: str | None, priority: int | None, group: str | None,
+             max_attempts: int | None, backoff: BackoffSpec | None, timeout_s: float | None,
+             queue: str | None) -> tuple[str, Any, dict[str, Any]]:
+        """One job of this task: its queue, its payload and add's options."""
         payload = call_payload(self.name, args, kwargs or {},
                                None if backoff is None else check_backoff(backoff), timeout_s)
-        return add(self.app.conn, queue or self.queue, payload, job_id=job_id,
-                   delay_ms=delay_ms, priority=self._priority(priority), group=group,
-                   max_attempts=self._attempts(max_attempts), name=self.name)
+        target = self.queue if queue is None else check_name(queue, "queue name")
+        return target, payload, {
+            "job_id": job_id, "delay_ms": delay_ms, "priority": self._priority(priority),
+            "group": group, "max_attempts": self._attempts(max_attempts), "name": self.name}
 
     def enqueue_many(self, calls: Iterable[Sequence[Any] | Mapping[str, Any]], *,
                      delay_ms: int = 0, priority: int | None = None,

@@ -13,6 +13,12 @@ from echomq.queue.connection import Connection
 
 def get_job(conn: Connection, queue: str, job_id: str) -> Job | None:
     row = cast(dict[str, str], conn.redis.hgetall(conn.keys(queue).job(job_id)))
+    return job_of(job_id, row)
+
+
+def job_of(job_id: str, row: dict[str, str]) -> Job | None:
+    """A job's ``HGETALL`` reply as its ``Job`` (None: no row), for ``get_job`` and
+    ``echomq.aio.get_job`` alike."""
     return Job.from_row(job_id, row) if row else None
 
 

@@ -10,7 +10,7 @@ through :func:`redact_url`: its password never reaches a message, a log or a rep
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
 import redis
@@ -190,12 +190,16 @@ def connect(
     if is_sentinel_url(url):
         return _connect_sentinel(url, executor, payload_limit=payload_limit, check=check,
                                  prefix=prefix, cluster=cluster)
-    _check_numbers(url)
+    check_numbers(url)
     try:
         client = redis.Redis.from_url(url, decode_responses=True, health_check_interval=30)
     except ValueError as exc:
         raise ConnectionFailed(f"cannot use Redis URL {redact_url(url)!r}: {exc}") from exc
-    _check_options(client, url)
+    try:
+        check_options(client.connection_pool, url)
+    except ConnectionFailed:
+        client.close()
+        raise
     if cluster is None:
         cluster = check and _says_cluster(client, url)
     if cluster:
@@ -215,7 +219,7 @@ def check_choices(executor: str, prefix: str) -> None:
         raise InvalidArgument(f"executor must be one of {EXECUTORS}, got {executor!r}")
 
 
-def _check_numbers(url: str) -> None:
+def check_numbers(url: str) -> None:
     """The db (``/3`` or ``?db=3``) and every numeric option of ``url`` in ASCII digits.
 
     redis-py reads ``/٣`` as db 3 and ``/²`` as no db at all (db 0, silently): a URL that
@@ -231,15 +235,13 @@ def _check_numbers(url: str) -> None:
                                    f"be a number (ASCII digits), got {value!r}")
 
 
-def _check_options(client: redis.Redis, url: str) -> None:
-    """Build (without connecting) one connection of ``client``'s pool, so an option of
-    the URL redis-py does not take (``ssl_password`` on ``redis://``, a typo) fails here
-    in one line, not as a ``TypeError`` at the first command."""
-    pool = client.connection_pool
+def check_options(pool: Any, url: str) -> None:
+    """Build (without connecting) one connection of a client's ``pool`` (sync or asyncio),
+    so an option of the URL redis-py does not take (``ssl_password`` on ``redis://``, a
+    typo) fails here in one line, not as a ``TypeError`` at the first command."""
     try:
         pool.connection_class(**pool.connection_kwargs)
     except TypeError as exc:
-        client.close()
         unknown = str(exc).rpartition("argument ")[2] or str(exc)
         raise ConnectionFailed(
             f"cannot use Redis URL {redact_url(url)!r}: unknown option {unknown}") from exc

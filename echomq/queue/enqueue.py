@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from echomq import tracing
 from echomq.errors import InvalidArgument
 from echomq.queue import transitions, validate
 from echomq.queue.connection import Connection
+from echomq.queue.executors import Call
 from echomq.queue.keys import Keys, check_name
 
 DEFAULT_MAX_ATTEMPTS = 3
@@ -31,6 +33,51 @@ def option_args(
     return [delay_ms, priority, max_attempts, group or "", name or ""]
 
 
+@dataclass(frozen=True)
+class AddPlan:
+    """One ``add`` or ``add_many``, gated and ready to send: the sync verbs here and
+    ``echomq.aio`` build their calls from it (:meth:`calls`) and read each reply with
+    :func:`echomq.queue.transitions.added`, so the gates and the wire shape are written once."""
+
+    keys: Keys
+    options: list[str | int]
+    bodies: list[str]
+    ids: list[str] | None
+
+    def calls(self, traceparent: str = "") -> Iterator[Call]:
+        """The add calls, one per ``BATCH`` jobs."""
+        for start in range(0, len(self.bodies), BATCH):
+            jobs = [(self.ids[start + offset] if self.ids else "", body)
+                    for offset, body in enumerate(self.bodies[start : start + BATCH])]
+            yield transitions.add_call(self.keys, self.options, jobs, traceparent)
+
+
+def plan_add(keys: Keys, payload_limit: int, payload: Any, *, job_id: str | None = None,
+             delay_ms: int = 0, priority: int = 0, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+             group: str | None = None, name: str | None = None) -> AddPlan:
+    """``add``'s gates, before the wire: the id, the options, the payload."""
+    if job_id is not None:
+        keys.job(job_id)  # the gate, before the wire
+    options = option_args(delay_ms, priority, max_attempts, group, name)
+    body = validate.payload_json(payload, payload_limit)
+    return AddPlan(keys, options, [body], None if job_id is None else [job_id])
+
+
+def plan_add_many(keys: Keys, payload_limit: int, payloads: Iterable[Any], *,
+                  job_ids: Iterable[str] | None = None, delay_ms: int = 0, priority: int = 0,
+                  max_attempts: int = DEFAULT_MAX_ATTEMPTS, group: str | None = None,
+                  name: str | None = None) -> AddPlan:
+    """``add_many``'s gates: every payload and id checked before the first batch is sent."""
+    options = option_args(delay_ms, priority, max_attempts, group, name)
+    bodies = [validate.payload_json(p, payload_limit) for p in payloads]
+    ids_in = list(job_ids) if job_ids is not None else None
+    for job_id in ids_in or ():
+        keys.job(job_id)  # the gate, before the wire
+    if ids_in is not None and len(ids_in) != len(bodies):
+        raise InvalidArgument("job_ids and payloads must have the same length")
+    return AddPlan(keys, options, bodies, ids_in)
+
+
 def add(
     conn: Connection,
     queue: str,
@@ -49,18 +96,14 @@ def add(
     and nothing changes. ``delay_ms`` > 0 schedules it; a lower ``priority`` runs
     first (0 is the most urgent); ``group`` puts it in that group's lane.
     """
-    keys = conn.keys(queue)
-    if job_id is not None:
-        keys.job(job_id)  # the gate, before the wire
-    options = option_args(delay_ms, priority, max_attempts, group, name)
-    body = validate.payload_json(payload, conn.payload_limit)
+    plan = plan_add(conn.keys(queue), conn.payload_limit, payload, job_id=job_id,
+                    delay_ms=delay_ms, priority=priority, max_attempts=max_attempts,
+                    group=group, name=name)
     traced = tracing.current()
     if traced is None:
-        call = transitions.add_call(keys, options, [(job_id or "", body)])
-        return transitions.added(conn.executor.run(*call))[0]
+        return transitions.added(conn.executor.run(*next(plan.calls())))[0]
     with traced.add(queue, 1) as traceparent:
-        call = transitions.add_call(keys, options, [(job_id or "", body)], traceparent)
-        return transitions.added(conn.executor.run(*call))[0]
+        return transitions.added(conn.executor.run(*next(plan.calls(traceparent))))[0]
 
 
 def add_many(
@@ -79,27 +122,18 @@ def add_many(
 
     Every payload is checked before the first batch is sent, so a bad one adds nothing.
     """
-    keys = conn.keys(queue)
-    options = option_args(delay_ms, priority, max_attempts, group, name)
-    bodies = [validate.payload_json(p, conn.payload_limit) for p in payloads]
-    ids_in = list(job_ids) if job_ids is not None else None
-    for job_id in ids_in or ():
-        keys.job(job_id)  # the gate, before the wire
-    if ids_in is not None and len(ids_in) != len(bodies):
-        raise InvalidArgument("job_ids and payloads must have the same length")
+    plan = plan_add_many(conn.keys(queue), conn.payload_limit, payloads, job_ids=job_ids,
+                         delay_ms=delay_ms, priority=priority, max_attempts=max_attempts,
+                         group=group, name=name)
     traced = tracing.current()
     if traced is None:
-        return _add_batches(conn, keys, options, bodies, ids_in, "")
-    with traced.add(queue, len(bodies)) as traceparent:
-        return _add_batches(conn, keys, options, bodies, ids_in, traceparent)
+        return _add_batches(conn, plan, "")
+    with traced.add(queue, len(plan.bodies)) as traceparent:
+        return _add_batches(conn, plan, traceparent)
 
 
-def _add_batches(conn: Connection, keys: Keys, options: list[str | int], bodies: list[str],
-                 ids_in: list[str] | None, traceparent: str) -> list[str]:
+def _add_batches(conn: Connection, plan: AddPlan, traceparent: str) -> list[str]:
     out: list[str] = []
-    for start in range(0, len(bodies), BATCH):
-        jobs = [(ids_in[start + offset] if ids_in else "", body)
-                for offset, body in enumerate(bodies[start : start + BATCH])]
-        call = transitions.add_call(keys, options, jobs, traceparent)
+    for call in plan.calls(traceparent):
         out.extend(transitions.added(conn.executor.run(*call)))
     return out

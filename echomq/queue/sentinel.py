@@ -141,9 +141,9 @@ class SentinelPrimary(redis.Redis):
                 self.watchers.close()
 
 
-def sentinel_client(url: str) -> redis.Redis:
-    """redis-py's client for the primary of the service ``url`` names, found through
-    its sentinels on every new connection (so a failover is followed on the next one)."""
+def sentinel_options(url: str) -> tuple[SentinelTarget, dict[str, Any], dict[str, Any]]:
+    """What a Sentinel URL asks of a client, sync or ``echomq.aio``'s: the target, the
+    sentinels' own options and the primary's (``master_for``) options."""
     target = parse(url)
     tls: dict[str, Any] = {"ssl": True, **dict(target.tls_options)} if target.tls else {}
     sentinel_kwargs: dict[str, Any] = {
@@ -153,11 +153,19 @@ def sentinel_client(url: str) -> redis.Redis:
         sentinel_kwargs["password"] = target.sentinel_password
     if target.sentinel_username is not None:
         sentinel_kwargs["username"] = target.sentinel_username
+    primary = {"db": target.db, "username": target.username, "password": target.password,
+               "decode_responses": True, "health_check_interval": 30,
+               "socket_connect_timeout": 2, **tls}
+    return target, sentinel_kwargs, primary
+
+
+def sentinel_client(url: str) -> redis.Redis:
+    """redis-py's client for the primary of the service ``url`` names, found through
+    its sentinels on every new connection (so a failover is followed on the next one)."""
+    target, sentinel_kwargs, primary = sentinel_options(url)
     sentinel = Sentinel(  # type: ignore[no-untyped-call]
         list(target.sentinels), sentinel_kwargs=sentinel_kwargs)
     client: SentinelPrimary = sentinel.master_for(  # type: ignore[no-untyped-call]
-        target.service, redis_class=SentinelPrimary, db=target.db,
-        username=target.username, password=target.password, decode_responses=True,
-        health_check_interval=30, socket_connect_timeout=2, **tls)
+        target.service, redis_class=SentinelPrimary, **primary)
     client.watchers = sentinel
     return client
