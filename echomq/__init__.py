@@ -87,9 +87,9 @@ _LAZY: dict[str, str] = {
     "JobContext": "echomq.worker.context",
     "current_job": "echomq.worker.context",
     "Backoff": "echomq.worker.retry",
-    "Fail": "echomq.worker.retry",
+    "Fail": "echomq.errors",
     "Fixed": "echomq.worker.retry",
-    "Retry": "echomq.worker.retry",
+    "Retry": "echomq.errors",
     "RetryPolicy": "echomq.worker.retry",
     "App": "echomq.app.app",
     "Task": "echomq.app.task",
@@ -110,6 +110,7 @@ if TYPE_CHECKING:
     from echomq.app.app import App
     from echomq.app.connect import connect
     from echomq.app.task import Task
+    from echomq.errors import Fail, Retry
     from echomq.jobs.joblog import append_log
     from echomq.jobs.lease import extend_lock, reap
     from echomq.jobs.progress import report_progress
@@ -147,7 +148,7 @@ if TYPE_CHECKING:
     from echomq.scheduling.scheduler import BatchScheduler
     from echomq.worker.consumer import Consumer
     from echomq.worker.context import JobContext, current_job
-    from echomq.worker.retry import Backoff, Fail, Fixed, Retry, RetryPolicy
+    from echomq.worker.retry import Backoff, Fixed, RetryPolicy
 
     __version__: str
 

@@ -240,3 +240,41 @@ class ExtraMissing(EchoMQError, ImportError):
 
 class QueryFailed(ArchiveError):
     """DuckDB refused a query over the archive's history; the message is DuckDB's."""
+
+
+# -- what a job's run ends with (tasks and workers) ---------------------------------------
+
+
+class Retry(EchoMQError):  # noqa: N818 - raised by a handler as a command: "retry"
+    """Raise from a handler to try the job again after ``delay_ms`` (an attempt is used
+    up: the last one dead-letters the job). Without a delay the policy's backoff applies."""
+
+    def __init__(self, delay_ms: int | None = None, reason: str = "") -> None:
+        if delay_ms is not None and (isinstance(delay_ms, bool) or not isinstance(
+                delay_ms, int) or not 0 <= delay_ms <= MAX_RETRY_DELAY_MS):
+            raise InvalidArgument(f"Retry(delay_ms=) must be an int of milliseconds between "
+                                  f"0 and {MAX_RETRY_DELAY_MS}, got {delay_ms!r}")
+        self.delay_ms = delay_ms
+        self.reason = reason
+        super().__init__(reason or (f"retry in {delay_ms} ms" if delay_ms is not None
+                                    else "retry"))
+
+
+MAX_RETRY_DELAY_MS = 365 * 24 * 3_600_000
+"""The longest retry delay accepted (a year): a larger one is surely a unit mistake."""
+
+
+class Fail(EchoMQError):  # noqa: N818 - raised by a handler as a command: "fail for good"
+    """Raise from a handler to dead-letter the job at once: no retry would help."""
+
+
+class JobTimeout(EchoMQError):  # noqa: N818 - the job's error, named as users read it
+    """A run that reached its timeout (the error its job keeps)."""
+
+
+class UnknownTask(EchoMQError):  # noqa: N818 - a job's name, as the job's error
+    """A job whose name no task of the worker that claimed it has."""
+
+
+class ProcessDied(EchoMQError):  # noqa: N818 - the error a dead child's jobs keep
+    """The worker process that held a job died."""

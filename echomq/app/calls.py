@@ -13,8 +13,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from echomq.errors import InvalidArgument
-from echomq.worker.retry import Backoff, BackoffSpec, Fail, Fixed
+from echomq.errors import Fail, InvalidArgument
+from echomq.worker.retry import Backoff, BackoffSpec, Fixed
 
 
 def call_payload(task: str, args: Sequence[Any], kwargs: Mapping[str, Any],

@@ -12,15 +12,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from echomq.app.calls import call_arguments, job_backoff, job_timeout
+from echomq.errors import UnknownTask
 from echomq.worker.context import JobContext
 from echomq.worker.retry import FailPlan, RetryPolicy
 
 if TYPE_CHECKING:
     from echomq.app.task import Task
-
-
-class UnknownTask(Exception):  # noqa: N818 - a job's name, as the job's error
-    """A job whose name no task of this worker has."""
 
 
 class Router:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from echomq.app import child as child_module
-from echomq.errors import ConsumerCrashed, EchoMQError, InvalidArgument
+from echomq.errors import ConsumerCrashed, EchoMQError, InvalidArgument, ProcessDied
 from echomq.jobs.settle import DEFAULT_BACKOFF_CAP_MS, DEFAULT_BACKOFF_MS
 from echomq.jobs.texts import attempt_error
 from echomq.queue import transitions, worker_events
@@ -51,10 +51,6 @@ FORCED_MARGIN_S = 8.0
 """After a forced stop, how long a child may take before it is killed."""
 MAX_START_FAILURES = 3
 """Children that fail to start in a row before the supervisor gives up."""
-
-
-class ProcessDied(Exception):  # noqa: N818 - the error a dead child's jobs keep
-    """The worker process that held a job died."""
 
 
 @dataclass

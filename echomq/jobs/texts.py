@@ -49,6 +49,8 @@ def error_text(error: BaseException | str) -> str:
     if isinstance(error, str):
         return error
     message = "".join(traceback.format_exception_only(error)).strip()
+    if type(error).__module__ == "echomq.errors":  # ``Fail: bad address``, as users raise it
+        message = message.removeprefix("echomq.errors.")
     frames = traceback.extract_tb(error.__traceback__)
     if frames:
         last = frames[-1]

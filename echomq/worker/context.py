@@ -12,7 +12,7 @@ from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
-from echomq.errors import CancelledError, InvalidArgument
+from echomq.errors import CancelledError, Fail, InvalidArgument, JobTimeout, Retry
 from echomq.jobs import cancel as cancel_tokens
 from echomq.jobs.joblog import append_log
 from echomq.jobs.lease import extend_lock
@@ -26,7 +26,7 @@ from echomq.jobs.texts import (
 )
 from echomq.models import CancelVerdict
 from echomq.queue.transitions import LEASE_LOST
-from echomq.worker.retry import DEAD, Fail, FailPlan, Retry
+from echomq.worker.retry import DEAD, FailPlan
 
 if TYPE_CHECKING:
     from echomq.queue.connection import Connection
@@ -250,10 +250,6 @@ def returned(job: JobContext, value: Any, result_limit: int = DEFAULT_RESULT_LIM
         # it stopped at its token, which fired for the timeout: a failed attempt
         return failure(job, JobTimeout(timeout_message(job, "stopped")), policy)
     return classify(job, value, result_limit)
-
-
-class JobTimeout(Exception):  # noqa: N818 - the job's error, named as users read it
-    """A run that reached its timeout (the error its job keeps)."""
 
 
 def timeout_message(job: JobContext, how: str) -> str:

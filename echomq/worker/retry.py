@@ -14,31 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from echomq.errors import InvalidArgument
+from echomq.errors import MAX_RETRY_DELAY_MS, Fail, InvalidArgument, Retry
 
-MAX_DELAY_MS = 365 * 24 * 3_600_000
-"""The longest retry delay accepted (a year): a larger one is surely a unit mistake."""
-
-
-class Retry(Exception):  # noqa: N818 - raised by a handler as a command: "retry"
-    """Raise from a handler to try the job again after ``delay_ms`` (an attempt is used
-    up: the last one dead-letters the job). Without a delay the policy's backoff applies."""
-
-    def __init__(self, delay_ms: int | None = None, reason: str = "") -> None:
-        if delay_ms is not None:
-            _delay(delay_ms, "Retry(delay_ms=)")
-        self.delay_ms = delay_ms
-        self.reason = reason
-        super().__init__(reason or (f"retry in {delay_ms} ms" if delay_ms is not None
-                                    else "retry"))
-
-
-class Fail(Exception):  # noqa: N818 - raised by a handler as a command: "fail for good"
-    """Raise from a handler to dead-letter the job at once: no retry would help."""
-
-
-# the names a job's error shows them by: ``echomq.Fail: bad address``
-Retry.__module__ = Fail.__module__ = "echomq"
+MAX_DELAY_MS = MAX_RETRY_DELAY_MS
 
 
 @dataclass(frozen=True)

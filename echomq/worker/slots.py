@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from echomq import tracing
-from echomq.errors import EchoMQError
+from echomq.errors import EchoMQError, JobTimeout
 from echomq.jobs.lease import extend_lock
 from echomq.queue import worker_events
 from echomq.queue.connection import Connection
@@ -36,7 +36,6 @@ from echomq.worker.context import (
     FailurePolicy,
     HandlerOutcome,
     JobContext,
-    JobTimeout,
     execute,
     failure,
     timeout_message,
