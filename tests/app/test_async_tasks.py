@@ -104,3 +104,30 @@ def test_an_async_task_stops_at_its_timeout_and_one_that_swallows_it_is_settled(
     assert ended(app, queue, slow_id, "dead").last_error == "timeout after 0.3 s (stopped)"
     row = ended(app, queue, stubborn_id, "dead")
     assert row.last_error == "timeout after 0.3 s (abandoned)"
+
+
+def test_a_burst_of_slower_async_jobs_behind_a_deep_buffer_runs_each_once(
+        app, names, workers) -> None:
+    """The held-lease burst (tests/worker/test_held_leases.py) for async tasks: the burst
+    waits in the buffer for several leases; the beat keeps them, none dies or runs twice."""
+    queue = names("q")
+    runs: dict[int, int] = {}
+
+    @app.task(queue=queue, name="a.burst")
+    async def burst(n: int, slow: bool) -> int:
+        runs[n] = runs.get(n, 0) + 1
+        if slow:
+            await asyncio.sleep(0.15)
+        return n
+
+    burst.enqueue_many([(n, False) for n in range(400)])
+    burst.enqueue_many([(n, True) for n in range(400, 440)])
+    worker = workers.start(app, [queue], concurrency=1, lease_ms=1_500, recovery="stalled",
+                           poll_ms=100, beat_ms=None)
+    wait_until(lambda: echomq.counts(app.conn, queue).completed
+               + echomq.counts(app.conn, queue).dead >= 440, timeout=60)
+    time.sleep(1.6)  # one more lease: a lapsed job would be collected now
+    counts = echomq.counts(app.conn, queue)
+    assert (counts.dead, counts.completed, counts.pending, counts.active) == (0, 440, 0, 0)
+    assert sorted(runs) == list(range(440)) and set(runs.values()) == {1}
+    assert worker.processed == 440
