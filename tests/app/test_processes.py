@@ -226,6 +226,51 @@ def test_the_books_balance_with_three_children_killed_at_random(
     conn.close()
 
 
+def test_the_books_balance_with_kills_and_timeouts(server_url, names, tmp_path,
+                                                  supervised) -> None:
+    """The soak with timeouts too (issue 23): three one-slot children, a random one killed
+    every round, and one job in eight stuck in C past its timeout plus grace (its child
+    ends itself). Every job ends once, with one stream entry: the stuck ones dead as
+    killed at their timeout, the others completed."""
+    queue = names("soak")
+    conn = echomq.connect(server_url)
+    s = Supervised(server_url, queue, "--processes", "3", "--concurrency", "1", "--record")
+    supervised.append(s)
+    s.ready(3)
+    marker = tmp_path / "runs"
+    rng = random.Random(2323)
+    work_ids: list[str] = []
+    stuck_ids: list[str] = []
+    for _ in range(6):
+        work_ids += echomq.add_many(conn, queue, [{"args": [str(marker), rng.randint(5, 30)],
+                                                   "kwargs": {}} for _ in range(21)],
+                                    name="procs.work", max_attempts=20)
+        stuck_ids += echomq.add_many(conn, queue, [{"args": [3600], "kwargs": {}}] * 3,
+                                     name="procs.stuck", max_attempts=1)
+        time.sleep(0.4)
+        live = sorted(children(s.proc.pid))
+        if live:
+            os.kill(rng.choice(live), signal.SIGKILL)
+        time.sleep(0.4)
+    total = len(work_ids) + len(stuck_ids)
+    try:
+        wait_until(lambda: echomq.counts(conn, queue).completed
+                   + echomq.counts(conn, queue).dead == total, timeout=90, step=0.2)
+    except AssertionError:
+        raise AssertionError(f"{echomq.counts(conn, queue)}\n{s.output[-3000:]}") from None
+    counts = echomq.counts(conn, queue)
+    assert (counts.completed, counts.dead, counts.active, counts.pending) == (
+        len(work_ids), len(stuck_ids), 0, 0)
+    for job_id in stuck_ids:
+        error = echomq.get_job(conn, queue, job_id).last_error
+        assert error == "timeout after 0.5 s (killed)" or (
+            error.startswith("worker process ") and error.endswith(" died (signal 9)")), error
+    recorded = [f["job"] for _, f in conn.redis.xrange(conn.keys(queue).completions)]
+    assert sorted(recorded) == sorted(work_ids + stuck_ids)  # one entry each
+    assert s.stop() == 0
+    conn.close()
+
+
 def test_children_do_not_outlive_a_supervisor_killed_with_sigkill(
         server_url, names, tmp_path, supervised) -> None:
     queue = names("procs")
