@@ -168,10 +168,10 @@ def _next_steps(root: Path, log: Path, poison: str) -> None:
         console.print(line, soft_wrap=True, markup=False, highlight=False)
 
 
-def _steer(conn: echomq.Connection, poison: str) -> None:
+def _steer(conn: echomq.Connection, process: echomq.Task[..., Any], poison: str) -> None:
     """The operator's verbs on the running worker: pause, resume, retry a dead job."""
     echomq.pause(conn, QUEUE)
-    held = echomq.add(conn, QUEUE, {"kind": "ok", "n": 23})
+    held = process.enqueue("ok", 23)
     time.sleep(0.5)  # the worker is idle and woken by the add, but claims nothing
     console.print(f"paused: job {held} waits ({echomq.counts(conn, QUEUE).pending} pending, "
                   f"paused={echomq.is_paused(conn, QUEUE)}) while the worker idles")
@@ -185,7 +185,7 @@ def _steer(conn: echomq.Connection, poison: str) -> None:
     job = echomq.get_job(conn, QUEUE, poison)
     console.print(f"poison job {poison}: dead again after {job and job.attempts} attempts "
                   f"in all, retried {job and job.retried} time(s), last error kept")
-    asked = echomq.add(conn, QUEUE, {"kind": "ok", "n": 24})
+    asked = process.enqueue("ok", 24)
     answer = echomq.wait(conn, QUEUE, asked, timeout_s=30)  # pub/sub: no polling
     console.print(f"a producer waited for job {asked}: {answer.state.value}, "
                   f"result {_compact(answer.result)}")
@@ -215,7 +215,7 @@ def _run(conn: echomq.Connection, remote: Any, root: Path) -> str:
         console.print(f"cancel {long}: {echomq.cancel.request(conn, QUEUE, long, 'demo')}")
         _wait(lambda: echomq.counts(conn, QUEUE).completed == 22
               and echomq.counts(conn, QUEUE).dead == 1)
-        _steer(conn, poison)
+        _steer(conn, process, poison)
     finally:
         consumer.stop()
         worker.join()

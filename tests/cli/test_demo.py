@@ -45,7 +45,8 @@ def test_the_demo_runs_end_to_end_and_stops_its_private_server(tmp_path: Path) -
     flat = " ".join(done.stdout.split())  # rich wraps long lines at the terminal's width
     replayed = re.search(r"job (\S+) in Redis: None \(forgotten by retention\) .*replayed \1 "
                          r"from the archive as job (\S+) \(replay_of=demo/\1, payload "
-                         r"\{\"kind\": \"ok\", \"n\": 5\}\): completed, result \{\"ok\":5\}",
+                         r"\{\"args\": \[\"ok\", 5\], \"kwargs\": \{\}\}\): completed, "
+                         r"result \{\"ok\":5\}",
                          flat)
     assert replayed and replayed.group(2) != replayed.group(1), done.stdout
     found = re.search(r"valkey: redis://127\.0\.0\.1:(\d+)/0", done.stdout)
