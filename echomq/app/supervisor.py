@@ -33,7 +33,8 @@ from echomq.app import child as child_module
 from echomq.errors import ConsumerCrashed, EchoMQError, InvalidArgument, ProcessDied
 from echomq.jobs.settle import DEFAULT_BACKOFF_CAP_MS, DEFAULT_BACKOFF_MS
 from echomq.jobs.texts import attempt_error
-from echomq.queue import transitions, worker_events
+from echomq.queue import worker_events
+from echomq.queue.transitions import settles
 from echomq.queue.worker_events import WorkerEvent
 from echomq.worker.retry import FailPlan, RetryPolicy
 
@@ -316,13 +317,13 @@ class Supervisor:
             return
         for (queue, job_id), (token, name) in c.held.items():
             plan = self._plan(name, token, why)
-            call = transitions.fail_call(
+            call = settles.fail_call(
                 conn.keys(queue), job_id, token, why,
                 backoff_ms=plan.base_ms or self.backoff_ms,
                 backoff_cap_ms=plan.cap_ms or self.backoff_cap_ms, record=self.record,
                 delay_ms=plan.delay_ms, error_entry=attempt_error(ProcessDied(why)))
             try:
-                verdict = transitions.failed(conn.executor.run(*call), job_id)
+                verdict = settles.failed(conn.executor.run(*call), job_id)
             except (EchoMQError, redis.RedisError) as exc:
                 log.warning("could not settle job %s/%s of dead child %d; its lease will "
                             "lapse: %s", queue, job_id, c.pid, exc)

@@ -25,10 +25,10 @@ import redis
 
 from echomq import tracing
 from echomq.errors import ConnectionFailed
-from echomq.queue import transitions
 from echomq.queue.connection import Connection
 from echomq.queue.executors import Call
-from echomq.queue.transitions import Settlement
+from echomq.queue.transitions import settles
+from echomq.queue.transitions.settles import Settlement
 from echomq.worker.context import HandlerOutcome, JobContext
 from echomq.worker.held import STOP, Held
 from echomq.worker.queues import QueuePlan
@@ -215,7 +215,7 @@ class Settler:
             settlements = [Settlement(o.job.id, o.job.token,
                                       "cancelled" if o.kind == "cancelled" else "completed",
                                       o.text) for o in outcomes]
-            calls.append(transitions.complete_call(self.plan.by_name[queue], settlements,
+            calls.append(settles.complete_call(self.plan.by_name[queue], settlements,
                                                    self.record, self.keep_completed))
         for o in fails:
             calls.append(self._fail_call(o))
@@ -238,7 +238,7 @@ class Settler:
 
     def _fail_call(self, o: HandlerOutcome) -> Call:
         plan = o.plan or FailPlan(dead=o.kind == "rejected")
-        return transitions.fail_call(
+        return settles.fail_call(
             self.plan.by_name[o.job.queue], o.job.id, o.job.token, o.text,
             backoff_ms=plan.base_ms or self.backoff_ms,
             backoff_cap_ms=plan.cap_ms or self.backoff_cap_ms, record=self.record,
@@ -251,7 +251,7 @@ class Settler:
         for _, outcomes in self._complete_groups(completes):
             self._account_completes(outcomes, replies.pop(0))
         for o, reply in zip(fails, replies, strict=True):
-            verdict = transitions.failed(reply, o.job.id)
+            verdict = settles.failed(reply, o.job.id)
             if isinstance(verdict, BaseException):
                 log.warning("job %s failed after its lease was lost: %s", o.job.id, verdict)
             else:
@@ -274,7 +274,7 @@ class Settler:
             log.error("complete failed for %d job(s): %s", len(completes), reply)
             errors: list[Any] = [reply] * len(completes)
         else:
-            errors = list(transitions.completed([o.job.id for o in completes], reply))
+            errors = list(settles.completed([o.job.id for o in completes], reply))
         logged = self.log_finished and finished_log.isEnabledFor(logging.INFO)
         for o, error in zip(completes, errors, strict=True):
             if error is None:
