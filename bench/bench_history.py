@@ -11,7 +11,7 @@ import statistics
 
 import echomq
 from echomq.jobs.joblog import append_log
-from echomq.queue import transitions
+from echomq.queue.transitions import settles
 from echomq.servers.valkey import EmbeddedValkey
 
 JOBS = 2_000
@@ -46,7 +46,7 @@ def one_run(kind: str) -> tuple[float, float]:
             for job in jobs:
                 append_log(conn, "hist", job.id, job.token, "x" * 100)
         else:
-            calls = [transitions.fail_call(keys, j.id, j.token, "OSError: connection reset",
+            calls = [settles.fail_call(keys, j.id, j.token, "OSError: connection reset",
                                            backoff_ms=60_000, backoff_cap_ms=60_000,
                                            error_entry=entry if kind == "fail+error" else None)
                      for j in jobs]

@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from echomq.queue import transitions
 from echomq.queue.enqueue import BATCH
 from echomq.queue.executors import Call
 from echomq.queue.keys import Keys
+from echomq.queue.transitions import intake
 
 if TYPE_CHECKING:
     from echomq.aio.connection import AsyncConnection
@@ -54,7 +54,7 @@ class AddBatch:
         for (_, options), (keys, entries) in groups.items():
             for start in range(0, len(entries), BATCH):
                 chunk = entries[start:start + BATCH]
-                calls.append(transitions.add_call(keys, list(options), [j for j, _ in chunk]))
+                calls.append(intake.add_call(keys, list(options), [j for j, _ in chunk]))
                 owners.append([f for _, f in chunk])
         sending = asyncio.ensure_future(self._send(calls, owners))
         self._sending.add(sending)
@@ -78,7 +78,7 @@ class AddBatch:
             if isinstance(reply, BaseException):
                 _fail(futures, reply)
                 continue
-            for found, job_id in zip(futures, transitions.added(reply), strict=True):
+            for found, job_id in zip(futures, intake.added(reply), strict=True):
                 if not found.done():
                     found.set_result(job_id)
 

@@ -13,10 +13,10 @@ from typing import Any, cast
 from echomq import tracing
 from echomq.aio.connection import AsyncConnection
 from echomq.models import Job
-from echomq.queue import transitions
 from echomq.queue.admin import job_of
 from echomq.queue.enqueue import DEFAULT_MAX_ATTEMPTS, AddPlan, plan_add, plan_add_many
-from echomq.queue.transitions import CancelOutcome
+from echomq.queue.transitions import intake, steering
+from echomq.queue.transitions.steering import CancelOutcome
 
 
 async def add(conn: AsyncConnection, queue: str, payload: Any, *, job_id: str | None = None,
@@ -57,7 +57,7 @@ async def _send(conn: AsyncConnection, queue: str, plan: AddPlan) -> list[str]:
 async def _batches(conn: AsyncConnection, plan: AddPlan, traceparent: str) -> list[str]:
     out: list[str] = []
     for call in plan.calls(traceparent):
-        out.extend(transitions.added(await conn.executor.run(*call)))
+        out.extend(intake.added(await conn.executor.run(*call)))
     return out
 
 
@@ -73,5 +73,5 @@ async def cancel_request(conn: AsyncConnection, queue: str, job_id: str,
     """:func:`echomq.cancel.request`, awaited: ``"removed"`` (pending or scheduled) or
     ``"signalled"`` (active: its worker's token fires); ``NotCancellable`` for a finished
     job, ``JobGone`` for none."""
-    call = transitions.cancel_call(conn.keys(queue), job_id, reason)
-    return transitions.cancelled(await conn.executor.run(*call), job_id)
+    call = steering.cancel_call(conn.keys(queue), job_id, reason)
+    return steering.cancelled(await conn.executor.run(*call), job_id)

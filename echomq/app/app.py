@@ -23,7 +23,7 @@ from echomq.queue import validate
 from echomq.queue.connection import Connection, ExecutorName
 from echomq.queue.enqueue import DEFAULT_MAX_ATTEMPTS
 from echomq.queue.keys import PREFIX, check_name
-from echomq.worker.consumer import check_timeout
+from echomq.worker.options import check_timeout
 from echomq.worker.retry import BackoffSpec, RetryPolicy
 
 if TYPE_CHECKING:

@@ -7,7 +7,8 @@ fencing token, so it is retried by its policy (or dead-lettered on its last try)
 waiting for its lease, and a replacement starts at once. A child that recycles itself
 (``max_jobs_per_process``, ``max_memory_mb``) exits 0 after a graceful stop and is replaced.
 SIGTERM or SIGINT is forwarded to every child as a graceful stop; a second one forces.
-Children are spawned, never forked: the parent has threads.
+Children are spawned, never forked: the parent has threads. What a dead child held is
+settled by its ``Orphans`` (``orphans.py``).
 """
 
 from __future__ import annotations
@@ -27,15 +28,12 @@ from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
-import redis
-
 from echomq.app import child as child_module
-from echomq.errors import ConsumerCrashed, EchoMQError, InvalidArgument, ProcessDied
+from echomq.app.orphans import Orphans, exit_status
+from echomq.errors import ConsumerCrashed, InvalidArgument
 from echomq.jobs.settle import DEFAULT_BACKOFF_CAP_MS, DEFAULT_BACKOFF_MS
-from echomq.jobs.texts import attempt_error
-from echomq.queue import transitions, worker_events
+from echomq.queue import worker_events
 from echomq.queue.worker_events import WorkerEvent
-from echomq.worker.retry import FailPlan, RetryPolicy
 
 if TYPE_CHECKING:
     from echomq.app.app import App
@@ -134,10 +132,11 @@ class Supervisor:
             max_memory_mb=self.max_memory_mb,
             log_level=root.getEffectiveLevel() if root.handlers else None)
         self.grace_s = self.worker.consumer.grace_s
-        self.record = self.worker.consumer.record
-        self.backoff_ms = int(consumer_options.get("backoff_ms", DEFAULT_BACKOFF_MS))
-        self.backoff_cap_ms = int(consumer_options.get("backoff_cap_ms",
-                                                       DEFAULT_BACKOFF_CAP_MS))
+        self.orphans = Orphans(
+            conn, app, int(consumer_options.get("backoff_ms", DEFAULT_BACKOFF_MS)),
+            int(consumer_options.get("backoff_cap_ms", DEFAULT_BACKOFF_CAP_MS)),
+            self.worker.consumer.record)
+        """Settles what a dead child held (``orphans.py``)."""
         self.children: list[ChildState] = []
         self.restarts = 0
         self.recycles = 0
@@ -258,10 +257,10 @@ class Supervisor:
         if code != 0 and c.ready:
             self.child_deaths += 1
             self._count("died")
-            log.warning("child %d died (%s) holding %d job(s)", c.pid, _status(code),
+            log.warning("child %d died (%s) holding %d job(s)", c.pid, exit_status(code),
                         len(c.held))
         if code != 0 and c.held:
-            self._settle_dead(c, code, killed_by_us=c.killed)
+            self.orphans.settle(c.held, c.pid, code, killed_by_us=c.killed)
         if not c.ready:
             if stopping:
                 return
@@ -292,57 +291,6 @@ class Supervisor:
         """One worker event in each served queue's ``metrics:workers`` hash (Prometheus'
         ``echomq_worker_events_total``); a server that does not answer costs a log line."""
         worker_events.count(self.worker.consumer.conn, self.worker.queues, event)
-
-    # -- the jobs of a dead child -----------------------------------------------------
-
-    def _settle_dead(self, c: ChildState, code: int, *, killed_by_us: bool) -> None:
-        """Fail each job the child held under its token (hand it back when the
-        supervisor itself killed the child at the end of a stop). A job that settled
-        meanwhile answers StaleToken or NotActive: fine."""
-        conn = self.worker.consumer.conn
-        why = f"worker process {c.pid} died ({_status(code)})"
-        if killed_by_us:
-            from echomq.jobs.settle import release_many
-
-            by_queue: dict[str, list[tuple[str, int]]] = {}
-            for (queue, job_id), (token, _name) in c.held.items():
-                by_queue.setdefault(queue, []).append((job_id, token))
-            for queue, held in by_queue.items():
-                try:
-                    release_many(conn, queue, held)
-                except (EchoMQError, redis.RedisError) as exc:
-                    log.warning("could not hand back %d job(s) of %r: %s", len(held), queue,
-                                exc)
-            return
-        for (queue, job_id), (token, name) in c.held.items():
-            plan = self._plan(name, token, why)
-            call = transitions.fail_call(
-                conn.keys(queue), job_id, token, why,
-                backoff_ms=plan.base_ms or self.backoff_ms,
-                backoff_cap_ms=plan.cap_ms or self.backoff_cap_ms, record=self.record,
-                delay_ms=plan.delay_ms, error_entry=attempt_error(ProcessDied(why)))
-            try:
-                verdict = transitions.failed(conn.executor.run(*call), job_id)
-            except (EchoMQError, redis.RedisError) as exc:
-                log.warning("could not settle job %s/%s of dead child %d; its lease will "
-                            "lapse: %s", queue, job_id, c.pid, exc)
-                continue
-            if isinstance(verdict, BaseException):
-                continue  # settled meanwhile (StaleToken, NotActive) or gone
-            log.info("job %s/%s attempt %d failed: %s (%s)", queue, job_id, token, why,
-                     verdict)
-        c.held.clear()
-
-    def _plan(self, name: str | None, attempt: int, why: str) -> FailPlan:
-        """The task's backoff for a job whose process died (always a retry while tries
-        remain: a death is not the task's exception)."""
-        task = self.app.tasks.get(name or "")
-        if task is None:
-            return FailPlan()
-        try:
-            return RetryPolicy(task.policy.backoff).plan(attempt, ProcessDied(why))
-        except EchoMQError:
-            return FailPlan()
 
     # -- signals ------------------------------------------------------------------------
 
@@ -385,11 +333,6 @@ class Supervisor:
                 c.process.join(5.0)
             self._drain(c)
             if c.held and c.process.exitcode != 0:
-                self._settle_dead(c, c.process.exitcode or -9, killed_by_us=True)
+                self.orphans.settle(c.held, c.pid, c.process.exitcode or -9, killed_by_us=True)
         self.children.clear()
 
-
-def _status(code: int | None) -> str:
-    if code is not None and code < 0:
-        return f"signal {-code}"
-    return f"exit status {code}"

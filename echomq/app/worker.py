@@ -16,7 +16,8 @@ from urllib.parse import urlsplit
 from echomq.app.routing import Router
 from echomq.errors import InvalidArgument
 from echomq.queue.claim import DEFAULT_LEASE_MS
-from echomq.worker.consumer import Consumer, check_timeout
+from echomq.worker.consumer import Consumer
+from echomq.worker.options import check_timeout
 
 if TYPE_CHECKING:
     from echomq.app.app import App

@@ -9,8 +9,9 @@ merges small slice objects into packs.
 from echomq.archive.compact import COMPACT_CRASH_POINTS, CompactReport, compact
 from echomq.archive.driver import CRASH_POINTS, Driver, fold_declared
 from echomq.archive.entries import ArchivedEntry, Outcome, QuarantinedEntry
-from echomq.archive.floor import Audit, Floor, FloorStatus
+from echomq.archive.floor import Floor
 from echomq.archive.floor_gaps import Gap
+from echomq.archive.floor_reads import Audit, FloorStatus
 from echomq.archive.manifest import Manifest
 from echomq.archive.prune import (
     PRUNE_CRASH_POINTS,

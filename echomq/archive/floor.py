@@ -29,12 +29,11 @@ from echomq.archive import (
     floor_slices,
 )
 from echomq.archive import floor_state as state_of
-from echomq.archive.entries import ArchivedEntry, Outcome, QuarantinedEntry, write_jsonl
+from echomq.archive.entries import ArchivedEntry, Outcome, QuarantinedEntry
 from echomq.archive.floor_gaps import Gap, GapBaseline
-from echomq.archive.floor_reads import FloorStatus
+from echomq.archive.floor_reads import Audit, FloorStatus
 from echomq.archive.floor_rows import DBS
-from echomq.archive.floor_state import queue_key
-from echomq.archive.lmdbstore import Dbs, LmdbStore, Txn, scan
+from echomq.archive.lmdbstore import Dbs, LmdbStore, Txn
 from echomq.archive.slices import SliceContent, SliceMeta
 from echomq.errors import FloorError, FloorFull, FloorGap
 
@@ -45,12 +44,6 @@ if TYPE_CHECKING:
 DEFAULT_MAP_SIZE = 64 * 1024 * 1024
 P = ParamSpec("P")
 T = TypeVar("T")
-
-
-class Audit(list[ArchivedEntry]):
-    """An audit's entries, with the queue's gaps: history the floor knows it lacks."""
-
-    gaps: tuple[Gap, ...] = ()
 
 
 class Floor:
@@ -237,15 +230,12 @@ class Floor:
         one transaction (the SQL view streams these; malformed entries are quarantined
         elsewhere, so every line parses)."""
         with self.store.read() as (txn, dbs):
-            for _, line in scan(txn, dbs["entries"], queue_key(queue)):
-                yield line
+            yield from floor_reads.lines(txn, dbs, queue)
 
     def query(self, sql: str, *, external_access: bool = False,
               progress: Tick | None = None) -> QueryResult:
-        """Run ``sql`` (DuckDB) over the view ``outcomes`` of every queue in the floor
-        (queue, job_id, outcome, result, attempts, at, created_at, started_at, error, name,
-        payload, stream_id), locked down unless ``external_access=True`` (see
-        :func:`echomq.archive.history_sql.query`). Needs the extra ``echomq[sql]``."""
+        """Run ``sql`` (DuckDB) over the view ``outcomes`` of every queue in the floor, locked
+        down unless ``external_access=True`` (:func:`echomq.archive.history_sql.query`)."""
         from echomq.archive.history_sql import query
 
         return query(self, sql, external_access=external_access, progress=progress)
@@ -253,9 +243,8 @@ class Floor:
     def export(self, queue: str, path: str | os.PathLike[str], format: str = "parquet",
                since: int | datetime | None = None, until: int | datetime | None = None,
                progress: Tick | None = None) -> int:
-        """Write ``queue``'s outcomes settled at ``since <= at < until`` to ``path``, as
-        Parquet or JSON lines, for a warehouse (see :func:`echomq.archive.history_sql.export`);
-        returns the count. Needs the extra ``echomq[sql]``."""
+        """Write ``queue``'s outcomes settled at ``since <= at < until`` to ``path`` (Parquet
+        or JSON lines: :func:`echomq.archive.history_sql.export`); returns the count."""
         from echomq.archive.history_sql import export
 
         return export(self, queue, path, format, since, until, progress)
@@ -279,21 +268,15 @@ class Floor:
               limit: int | None = None) -> Audit:
         """Outcomes settled at ``since <= at < until`` (ms or datetimes), oldest first.
 
-        The list's ``gaps`` are the queue's known losses, so an audit never reads as
-        complete when the floor knows it is not."""
-        out = Audit()
-        out.gaps = tuple(self.gaps(queue))
-        out.extend(self._read(floor_reads.settled, queue, outcome, since, until, limit))
-        return out
+        The list's ``gaps`` are the queue's known losses (see :func:`floor_reads.audit`)."""
+        return self._read(floor_reads.audit, queue, outcome, since, until, limit)
 
     def export_jsonl(self, queue: str, out: IO[str], outcome: Outcome | str | None = None,
                      since: int | datetime | None = None, until: int | datetime | None = None,
                      *, quarantine: bool = False) -> int:
         """Write an audit as JSON lines (plus the quarantine when asked); returns the count."""
-        count = write_jsonl(self.audit(queue, outcome, since, until), out)
-        if quarantine:
-            count += write_jsonl(self.quarantined(queue), out)
-        return count
+        return self._read(floor_reads.export_jsonl, queue, out, outcome, since, until,
+                          quarantine=quarantine)
 
     def digest(self, queue: str) -> str:
         """sha256 over every entry and quarantined line: equal floors give equal digests."""
@@ -301,8 +284,7 @@ class Floor:
 
     def size_bytes(self) -> int:
         """Bytes of the map in use (pages written), for the benchmark's per-entry figure."""
-        info, stat = self.env.info(), self.env.stat()
-        return int((info["last_pgno"] + 1) * stat["psize"])
+        return self.store.used_bytes()
 
     # -- identity -------------------------------------------------------------------------
 

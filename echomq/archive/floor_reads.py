@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import IO, Any, cast
 
 from echomq.archive.entries import (
     ArchivedEntry,
@@ -22,12 +22,19 @@ from echomq.archive.entries import (
     parse_entry,
     parse_line,
     to_ms,
+    write_jsonl,
 )
-from echomq.archive.floor_gaps import listed
+from echomq.archive.floor_gaps import Gap, listed
 from echomq.archive.floor_rows import BY, U64
 from echomq.archive.floor_state import load, queue_key
 from echomq.archive.lmdbstore import Dbs, Txn, must_get, scan
 from echomq.archive.stream_ids import id_from_key
+
+
+class Audit(list[ArchivedEntry]):
+    """An audit's entries, with the queue's gaps: history the floor knows it lacks."""
+
+    gaps: tuple[Gap, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +151,33 @@ def settled(txn: Txn, dbs: Dbs, queue: str, outcome: Outcome | str | None,
             break
         found.append(entry(txn, dbs, queue, key[8:]))
     return found
+
+
+def audit(txn: Txn, dbs: Dbs, queue: str, outcome: Outcome | str | None,
+          since: int | datetime | None, until: int | datetime | None, limit: int | None
+          ) -> Audit:
+    """:func:`settled`, with the queue's known losses as the audit's ``gaps`` (read in
+    the same snapshot), so an audit never reads as complete when the floor knows it is
+    not."""
+    out = Audit(settled(txn, dbs, queue, outcome, since, until, limit))
+    out.gaps = tuple(listed(load(txn, dbs, queue), queue))
+    return out
+
+
+def export_jsonl(txn: Txn, dbs: Dbs, queue: str, out: IO[str], outcome: Outcome | str | None,
+                 since: int | datetime | None, until: int | datetime | None, *,
+                 quarantine: bool) -> int:
+    """An audit as JSON lines (plus the quarantine when asked); returns the count."""
+    count = write_jsonl(audit(txn, dbs, queue, outcome, since, until, None), out)
+    if quarantine:
+        count += write_jsonl(quarantined(txn, dbs, queue), out)
+    return count
+
+
+def lines(txn: Txn, dbs: Dbs, queue: str) -> Iterator[bytes]:
+    """Every archived entry of ``queue`` as its stored line, in stream order."""
+    for _, line in scan(txn, dbs["entries"], queue_key(queue)):
+        yield line
 
 
 def _time_keys(txn: Txn, db: Any, prefix: bytes, start: bytes) -> Iterator[bytes]:

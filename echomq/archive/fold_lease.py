@@ -19,9 +19,9 @@ from contextlib import contextmanager
 import redis
 
 from echomq.errors import EchoMQError, LeaseHeld
-from echomq.queue import transitions
 from echomq.queue.connection import Connection
 from echomq.queue.executors import Call
+from echomq.queue.transitions import folding
 
 POLL_S = 0.05
 
@@ -43,13 +43,13 @@ class FoldLease:
         self.token = token or uuid.uuid4().hex
 
     def _run(self, call: Call) -> int:
-        return transitions.fold_answered(call[0], self.conn.executor.run(*call), self.queue)
+        return folding.fold_answered(call[0], self.conn.executor.run(*call), self.queue)
 
     def acquire(self) -> FoldLease:
         deadline = time.monotonic() + self.wait_ms / 1000
         while True:
             try:
-                self._run(transitions.fold_acquire_call(self.keys, self.token, self.lease_ms))
+                self._run(folding.fold_acquire_call(self.keys, self.token, self.lease_ms))
                 return self
             except LeaseHeld:
                 if time.monotonic() >= deadline:
@@ -57,7 +57,7 @@ class FoldLease:
                 time.sleep(POLL_S)
 
     def renew(self) -> None:
-        self._run(transitions.fold_renew_call(self.keys, self.token, self.lease_ms))
+        self._run(folding.fold_renew_call(self.keys, self.token, self.lease_ms))
 
     @contextmanager
     def kept(self) -> Iterator[None]:
@@ -83,13 +83,13 @@ class FoldLease:
             thread.join()
 
     def release(self) -> bool:
-        return self._run(transitions.fold_release_call(self.keys, self.token)) == 1
+        return self._run(folding.fold_release_call(self.keys, self.token)) == 1
 
     def trim(self, minid: str, archive: str, also: str = "", *, claim: bool = False) -> int:
         """``XTRIM MINID minid`` on the stream, only while the lease is ours and only when
         ``archive`` (or ``also``) is the stream's archive of record; with ``claim``,
         ``archive`` claims an unset record (without, an unset record refuses the trim)."""
-        return self._run(transitions.fold_trim_call(self.keys, self.token, minid, self.lease_ms,
+        return self._run(folding.fold_trim_call(self.keys, self.token, minid, self.lease_ms,
                                                     archive, also, claim))
 
     def mark(self, checkpoint: str, archive: str, also: str = "", *,
@@ -98,7 +98,7 @@ class FoldLease:
         the lease is ours and ``archive`` (or ``also``) is the archive of record (claimed
         when unset only with ``claim``, as :meth:`trim`); the mark never moves backwards.
         True when it moved."""
-        return self._run(transitions.fold_mark_call(self.keys, self.token, checkpoint,
+        return self._run(folding.fold_mark_call(self.keys, self.token, checkpoint,
                                                     archive, also, claim)) == 1
 
     def __enter__(self) -> FoldLease:

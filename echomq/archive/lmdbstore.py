@@ -162,6 +162,11 @@ class LmdbStore:
         """The named sub-databases, by name."""
         return self._s.dbs
 
+    def used_bytes(self) -> int:
+        """Bytes of the map in use (pages written)."""
+        info, stat = self.env.info(), self.env.stat()
+        return int((info["last_pgno"] + 1) * stat["psize"])
+
     def check_in_place(self) -> None:
         """Raise :class:`FloorError` when the floor's data file is no longer the one this
         process opened (its folder removed, moved or replaced while open): writes would go

@@ -13,9 +13,10 @@ from pathlib import Path
 
 from echomq.archive.floor import Floor
 from echomq.errors import JobNotArchived, PayloadNotRecorded, PayloadUnreadable
-from echomq.queue import transitions, validate
+from echomq.queue import validate
 from echomq.queue.connection import Connection
 from echomq.queue.enqueue import DEFAULT_MAX_ATTEMPTS, option_args
+from echomq.queue.transitions import intake
 
 
 def replay(conn: Connection, floor: Floor | str | os.PathLike[str], queue: str, job_id: str,
@@ -56,5 +57,5 @@ def replay(conn: Connection, floor: Floor | str | os.PathLike[str], queue: str, 
             "nothing was enqueued") from exc
     body = validate.payload_json(value, conn.payload_limit)
     options = option_args(0, 0, DEFAULT_MAX_ATTEMPTS, None, last.name)
-    call = transitions.add_call(keys, options, [("", body)], replay_of=f"{queue}/{job_id}")
-    return transitions.added(conn.executor.run(*call))[0]
+    call = intake.add_call(keys, options, [("", body)], replay_of=f"{queue}/{job_id}")
+    return intake.added(conn.executor.run(*call))[0]

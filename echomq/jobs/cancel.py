@@ -12,9 +12,9 @@ import threading
 from dataclasses import dataclass
 
 from echomq.errors import CancelledError
-from echomq.queue import transitions
 from echomq.queue.connection import Connection
-from echomq.queue.transitions import CancelOutcome
+from echomq.queue.transitions import steering
+from echomq.queue.transitions.steering import CancelOutcome
 
 _ids = itertools.count(1)
 _cancel_lock = threading.Lock()  # so the first reason wins when two threads cancel at once
@@ -83,5 +83,5 @@ def request(
     with ``cancel=True``) nobody hears it and the job runs on. Any other state raises
     ``NotCancellable``; no row raises ``JobGone``.
     """
-    call = transitions.cancel_call(conn.keys(queue), job_id, reason)
-    return transitions.cancelled(conn.executor.run(*call), job_id)
+    call = steering.cancel_call(conn.keys(queue), job_id, reason)
+    return steering.cancelled(conn.executor.run(*call), job_id)

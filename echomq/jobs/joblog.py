@@ -10,8 +10,8 @@ write into the log of the job's next run.
 from __future__ import annotations
 
 from echomq.errors import InvalidArgument
-from echomq.queue import transitions
 from echomq.queue.connection import Connection
+from echomq.queue.transitions import leases
 
 LOG_LINE_LIMIT = 64 * 1024
 """Bytes of UTF-8 text one ``job.log`` line may hold (the whole log's bound too)."""
@@ -45,5 +45,5 @@ def append_log(conn: Connection, queue: str, job_id: str, token: int, text: str)
     if isinstance(token, bool) or not isinstance(token, int):
         raise InvalidArgument(f"token must be an int, got {token!r}")
     line = log_text(text)
-    call = transitions.log_call(conn.keys(queue), job_id, token, line)
-    transitions.logged(conn.executor.run(*call), job_id)
+    call = leases.log_call(conn.keys(queue), job_id, token, line)
+    leases.logged(conn.executor.run(*call), job_id)

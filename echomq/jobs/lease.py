@@ -7,9 +7,10 @@ lock to refresh.
 from __future__ import annotations
 
 from echomq.errors import InvalidArgument
-from echomq.queue import transitions, validate
+from echomq.queue import validate
 from echomq.queue.connection import Connection
-from echomq.queue.transitions import REAP_BATCH
+from echomq.queue.transitions import leases
+from echomq.queue.transitions.leases import REAP_BATCH
 
 __all__ = ["REAP_BATCH", "extend_lock", "reap"]
 
@@ -24,15 +25,15 @@ def extend_lock(conn: Connection, queue: str, job_id: str, token: int, lease_ms:
     validate.positive_int(lease_ms, "lease_ms")
     if isinstance(token, bool) or not isinstance(token, int):
         raise InvalidArgument(f"token must be an int, got {token!r}")
-    reply = conn.executor.run(*transitions.extend_call(conn.keys(queue), job_id, token, lease_ms))
-    error = transitions.extended(reply, job_id)
+    reply = conn.executor.run(*leases.extend_call(conn.keys(queue), job_id, token, lease_ms))
+    error = leases.extended(reply, job_id)
     if error is not None:
         raise error
 
 
 def reap(conn: Connection, queue: str) -> list[str]:
     """Return every lapsed lease to pending once, with no count; the ids returned."""
-    call = transitions.reap_call(conn.keys(queue))
+    call = leases.reap_call(conn.keys(queue))
     back: list[str] = []
     while True:
         batch = conn.executor.run(*call)

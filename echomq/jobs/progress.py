@@ -11,9 +11,9 @@ from typing import Any
 
 from echomq.errors import InvalidArgument
 from echomq.jobs.texts import PROGRESS_LIMIT, result_text
-from echomq.queue import transitions
 from echomq.queue.connection import Connection
 from echomq.queue.events import progress_message
+from echomq.queue.transitions import leases
 
 
 def report_progress(
@@ -31,5 +31,5 @@ def report_progress(
         raise InvalidArgument(f"token must be an int, got {token!r}")
     text = result_text(value, limit, what="progress")
     keys = conn.keys(queue)
-    call = transitions.progress_call(keys, job_id, token, text, progress_message(job_id, text))
-    transitions.progressed(conn.executor.run(*call), job_id)
+    call = leases.progress_call(keys, job_id, token, text, progress_message(job_id, text))
+    leases.progressed(conn.executor.run(*call), job_id)

@@ -18,9 +18,10 @@ from echomq.jobs.texts import (
     error_text,
     result_text,
 )
-from echomq.queue import transitions, validate
+from echomq.queue import validate
 from echomq.queue.connection import Connection
-from echomq.queue.transitions import FailVerdict, Settlement
+from echomq.queue.transitions import settles
+from echomq.queue.transitions.settles import FailVerdict, Settlement
 
 DEFAULT_BACKOFF_MS = 1_000
 DEFAULT_BACKOFF_CAP_MS = 3_600_000
@@ -48,9 +49,9 @@ def complete_many(
     """
     if not settlements:
         return []
-    call = transitions.complete_call(conn.keys(queue), settlements, record, keep)
+    call = settles.complete_call(conn.keys(queue), settlements, record, keep)
     reply = conn.executor.run(*call)
-    return transitions.completed([s.job_id for s in settlements], reply)
+    return settles.completed([s.job_id for s in settlements], reply)
 
 
 def complete(
@@ -106,11 +107,11 @@ def fail(
     validate.positive_int(backoff_ms, "backoff_ms")
     validate.positive_int(backoff_cap_ms, "backoff_cap_ms")
     entry = error_entry("", error) if isinstance(error, str) else attempt_error(error)
-    call = transitions.fail_call(conn.keys(queue), job_id, token, error_text(error),
+    call = settles.fail_call(conn.keys(queue), job_id, token, error_text(error),
                                  backoff_ms=backoff_ms, backoff_cap_ms=backoff_cap_ms,
                                  record=record, retry=retry, delay_ms=delay_ms,
                                  error_entry=entry)
-    verdict = transitions.failed(conn.executor.run(*call), job_id)
+    verdict = settles.failed(conn.executor.run(*call), job_id)
     if isinstance(verdict, BaseException):
         raise verdict
     return verdict
@@ -122,8 +123,8 @@ def release_many(
     """Hand held jobs back to the front of pending at once (graceful shutdown)."""
     if not held:
         return []
-    reply = conn.executor.run(*transitions.release_call(conn.keys(queue), held))
-    return transitions.released(held, reply)
+    reply = conn.executor.run(*settles.release_call(conn.keys(queue), held))
+    return settles.released(held, reply)
 
 
 def remove_job(conn: Connection, queue: str, job_id: str) -> None:
@@ -131,5 +132,5 @@ def remove_job(conn: Connection, queue: str, job_id: str) -> None:
     its set entry). An active job raises ``NotRemovable`` (it settles first); no row
     raises ``JobGone``. A recorded outcome stays in the stream and the archive."""
     keys = conn.keys(queue)
-    reply = conn.executor.run(*transitions.remove_call(keys, job_id))
-    transitions.removed(reply, job_id)
+    reply = conn.executor.run(*settles.remove_call(keys, job_id))
+    settles.removed(reply, job_id)

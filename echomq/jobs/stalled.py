@@ -12,8 +12,9 @@ import threading
 
 from echomq.errors import LaneNotNative
 from echomq.models import StalledSweep
-from echomq.queue import transitions, validate
+from echomq.queue import validate
 from echomq.queue.connection import Connection
+from echomq.queue.transitions import leases
 
 DEFAULT_MAX_STALLED = 1
 DEFAULT_LIMIT = 100
@@ -31,8 +32,8 @@ def stalled_check(
     """Run ONE sweep over at most ``limit`` lapsed leases."""
     validate.positive_int(max_stalled, "max_stalled")
     validate.positive_int(limit, "limit")
-    call = transitions.stalled_call(conn.keys(queue), max_stalled, limit)
-    return transitions.swept(conn.executor.run(*call))
+    call = leases.stalled_call(conn.keys(queue), max_stalled, limit)
+    return leases.swept(conn.executor.run(*call))
 
 
 def sweep_stalled(

@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import cast
 
 from echomq.models import Counts, Job
-from echomq.queue import transitions, validate
+from echomq.queue import validate
 from echomq.queue.connection import Connection
+from echomq.queue.transitions import steering
 
 
 def get_job(conn: Connection, queue: str, job_id: str) -> Job | None:
@@ -45,7 +46,7 @@ def set_group_limit(conn: Connection, queue: str, group: str, limit: int) -> Non
     Takes effect at the next claim: a raised limit lets the group's waiting jobs run
     without waiting for a held one to settle.
     """
-    conn.executor.run(*transitions.group_limit_call(conn.keys(queue), group, limit))
+    conn.executor.run(*steering.group_limit_call(conn.keys(queue), group, limit))
 
 
 OUTCOMES = ("completed", "cancelled", "retried", "dead")

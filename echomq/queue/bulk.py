@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from echomq.errors import InvalidArgument, QueueBusy
-from echomq.queue import transitions
 from echomq.queue.cluster import scan_slot
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
-from echomq.queue.transitions import BULK_BATCH
+from echomq.queue.transitions import removals
+from echomq.queue.transitions.removals import BULK_BATCH
 
 SCAN_PASSES = 3
 """How many SCAN passes obliterate makes at most: the first removes the queue, the next
@@ -41,10 +41,10 @@ def drain_batches(conn: Connection, queue: str, *, scheduled: bool = True,
     keys = conn.keys(queue)
     if batch > BULK_BATCH:
         raise InvalidArgument(f"batch must be at most {BULK_BATCH}, got {batch}")
-    position = transitions.DRAIN_START
-    while position != transitions.DRAIN_DONE:
-        removed, position = transitions.drained(
-            conn.executor.run(*transitions.drain_call(keys, position, scheduled, batch)))
+    position = removals.DRAIN_START
+    while position != removals.DRAIN_DONE:
+        removed, position = removals.drained(
+            conn.executor.run(*removals.drain_call(keys, position, scheduled, batch)))
         yield removed
 
 
@@ -74,14 +74,14 @@ def obliterate_batches(conn: Connection, queue: str, *, force: bool = False
     (never more than :data:`BULK_BATCH`). The first step checks and marks the queue (it
     yields 0); nothing is removed when it refuses."""
     keys = conn.keys(queue)
-    transitions.obliterate_begun(
-        conn.executor.run(*transitions.obliterate_begin_call(keys, force)), queue)
+    removals.obliterate_begun(
+        conn.executor.run(*removals.obliterate_begin_call(keys, force)), queue)
     yield 0
     for _ in range(SCAN_PASSES):
         found = 0
         for batch in _key_batches(conn, keys):
-            removed = transitions.obliterated_keys(
-                conn.executor.run(*transitions.obliterate_keys_call(keys, batch)), queue)
+            removed = removals.obliterated_keys(
+                conn.executor.run(*removals.obliterate_keys_call(keys, batch)), queue)
             found += len(batch)
             yield removed
         if found == 0:
@@ -90,8 +90,8 @@ def obliterate_batches(conn: Connection, queue: str, *, force: bool = False
         raise QueueBusy(f"obliterate {queue!r}: keys kept appearing under it through "
                         f"{SCAN_PASSES} passes; stop what writes to it, then obliterate "
                         "again (it stays paused and marked)")
-    yield transitions.obliterate_ended(
-        conn.executor.run(*transitions.obliterate_end_call(keys)), queue)
+    yield removals.obliterate_ended(
+        conn.executor.run(*removals.obliterate_end_call(keys)), queue)
     # another slot: the declared set is one key per prefix, never touched by queue Lua
     conn.redis.srem(conn.declared_set, queue)
 

@@ -6,8 +6,9 @@ import json
 
 from echomq.errors import InvalidArgument
 from echomq.models import ClaimedJob
-from echomq.queue import transitions, validate
+from echomq.queue import validate
 from echomq.queue.connection import Connection
+from echomq.queue.transitions import intake
 
 DEFAULT_LEASE_MS = 30_000
 MAX_CLAIM = 1000
@@ -26,9 +27,9 @@ def claim(
     validate.positive_int(count, "count")
     if count > MAX_CLAIM:
         raise InvalidArgument(f"count must be at most {MAX_CLAIM}, got {count}")
-    flat = conn.executor.run(*transitions.claim_call(conn.keys(queue), lease_ms, count))
+    flat = conn.executor.run(*intake.claim_call(conn.keys(queue), lease_ms, count))
     if not flat:
         return []
     deadline = int(flat[0])
     return [ClaimedJob(job_id, token, json.loads(raw), deadline, name or None)
-            for job_id, token, raw, name in transitions.claimed(flat)]
+            for job_id, token, raw, name in intake.claimed(flat)]

@@ -8,10 +8,11 @@ from typing import Any
 
 from echomq import tracing
 from echomq.errors import InvalidArgument
-from echomq.queue import transitions, validate
+from echomq.queue import validate
 from echomq.queue.connection import Connection
 from echomq.queue.executors import Call
 from echomq.queue.keys import Keys, check_name
+from echomq.queue.transitions import intake
 
 DEFAULT_MAX_ATTEMPTS = 3
 BATCH = 1000
@@ -37,7 +38,7 @@ def option_args(
 class AddPlan:
     """One ``add`` or ``add_many``, gated and ready to send: the sync verbs here and
     ``echomq.aio`` build their calls from it (:meth:`calls`) and read each reply with
-    :func:`echomq.queue.transitions.added`, so the gates and the wire shape are written once."""
+    :func:`echomq.queue.intake.added`, so the gates and the wire shape are written once."""
 
     keys: Keys
     options: list[str | int]
@@ -49,7 +50,7 @@ class AddPlan:
         for start in range(0, len(self.bodies), BATCH):
             jobs = [(self.ids[start + offset] if self.ids else "", body)
                     for offset, body in enumerate(self.bodies[start : start + BATCH])]
-            yield transitions.add_call(self.keys, self.options, jobs, traceparent)
+            yield intake.add_call(self.keys, self.options, jobs, traceparent)
 
 
 def plan_add(keys: Keys, payload_limit: int, payload: Any, *, job_id: str | None = None,
@@ -101,9 +102,9 @@ def add(
                     group=group, name=name)
     traced = tracing.current()
     if traced is None:
-        return transitions.added(conn.executor.run(*next(plan.calls())))[0]
+        return intake.added(conn.executor.run(*next(plan.calls())))[0]
     with traced.add(queue, 1) as traceparent:
-        return transitions.added(conn.executor.run(*next(plan.calls(traceparent))))[0]
+        return intake.added(conn.executor.run(*next(plan.calls(traceparent))))[0]
 
 
 def add_many(
@@ -135,5 +136,5 @@ def add_many(
 def _add_batches(conn: Connection, plan: AddPlan, traceparent: str) -> list[str]:
     out: list[str] = []
     for call in plan.calls(traceparent):
-        out.extend(transitions.added(conn.executor.run(*call)))
+        out.extend(intake.added(conn.executor.run(*call)))
     return out

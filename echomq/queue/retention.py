@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 
 from echomq.errors import InvalidArgument
 from echomq.models import Purged, Retention
-from echomq.queue import transitions, validate
+from echomq.queue import validate
 from echomq.queue.connection import Connection
 from echomq.queue.keys import check_name
+from echomq.queue.transitions import removals
 
 log = logging.getLogger("echomq.retention")
 
@@ -50,8 +51,8 @@ def purge_counted(conn: Connection, queue: str, state: str, *, keep: int = 0,
     keys = conn.keys(queue)
     forgotten = offset = 0
     while True:
-        step = transitions.purged(conn.executor.run(
-            *transitions.purge_call(keys, state, keep, older_than_ms, offset)))
+        step = removals.purged(conn.executor.run(
+            *removals.purge_call(keys, state, keep, older_than_ms, offset)))
         forgotten += step.forgotten
         offset += step.passed
         if step.held or not step.more:

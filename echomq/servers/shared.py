@@ -21,18 +21,14 @@ import fcntl
 import json
 import os
 import secrets
-import signal
-import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from echomq.errors import ConnectionFailed, InvalidArgument
 from echomq.servers.private import (
@@ -40,13 +36,12 @@ from echomq.servers.private import (
     open_private,
     private_folder,
     read_private,
-    signal_folder_server,
     socket_path,
     tighten,
     write_private,
 )
-from echomq.servers.process import free_port, pid_alive, wait_ready
-from echomq.servers.valkey import LOG_FILE, START_TIMEOUT_S, data_folder, valkey_binary
+from echomq.servers.shared_launch import launch, socket_client, terminate
+from echomq.servers.valkey import LOG_FILE, START_TIMEOUT_S, data_folder
 
 LOCK_TIMEOUT_S = 60.0
 STATE_FILE = "emq-server.json"
@@ -54,7 +49,6 @@ LOCK_FILE = "emq-server.lock"
 CONF_FILE = "emq-server.conf.json"
 """What the folder's server keeps across restarts: its password and its TCP port, if any."""
 SOCKET_FILE = "valkey.sock"
-_START_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -80,11 +74,6 @@ class ServerInfo:
     def tcp_url(self) -> str | None:
         """The TCP address, when the server was started with one (same password)."""
         return f"redis://:{self.password}@{self.host}:{self.port}/0" if self.port else None
-
-
-_detached: list[subprocess.Popen[bytes]] = []
-"""Shared servers this process started: kept so that no ``Popen`` is collected (and
-warns) while its server, by design, outlives it."""
 
 
 class SharedValkey:
@@ -149,7 +138,7 @@ class SharedValkey:
             state = self._read_state()
             running = state is not None and folder_server(state.pid, self.data_dir)
             if state is not None and running:
-                _terminate(state.pid, self.data_dir, timeout)
+                terminate(state.pid, self.data_dir, timeout)
             self.state_path.unlink(missing_ok=True)
             return state if running else None
 
@@ -225,7 +214,7 @@ class SharedValkey:
 
     def _answers(self, state: ServerInfo, wait: float = 0.0) -> bool:
         """True when the folder's socket answers with ``state``'s run id, pid and folder."""
-        client = _client(self.socket_path, state.password)
+        client = socket_client(self.socket_path, state.password)
         deadline = time.monotonic() + wait
         try:
             while True:
@@ -277,59 +266,16 @@ class SharedValkey:
         return password, recorded
 
     def _start(self) -> ServerInfo:
-        """Start a detached server (umask 077, its config on stdin: the password never
-        reaches argv); a picked TCP port may be taken, so a few are tried."""
+        """Start the folder's server detached (``shared_launch.launch``) and record it."""
         password, wanted = self._settings()
         tighten(self.data_dir)
-        failure: ConnectionFailed | None = None
-        for _ in range(_START_ATTEMPTS if wanted == 0 else 1):
-            port = free_port(self.host) if wanted == 0 else (wanted or 0)
-            process = subprocess.Popen(
-                [valkey_binary(), "-"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                cwd=self.data_dir,
-                umask=0o077,  # AOF folder and files, log: the owner's only
-                start_new_session=True,  # detached: no terminal signal reaches it
-            )
-            assert process.stdin is not None
-            with contextlib.suppress(BrokenPipeError):
-                process.stdin.write(self._config(port, password).encode())
-            process.stdin.close()
-            try:
-                wait_ready(process, _answers_as(process, self.socket_path, password),
-                           name="valkey-server", where=str(self.socket_path),
-                           log=self.data_dir / LOG_FILE, timeout_s=START_TIMEOUT_S,
-                           poll_s=0.02, error=ConnectionFailed)
-            except ConnectionFailed as exc:
-                if process.poll() is None:
-                    process.kill()
-                process.wait()
-                failure = exc if not port else ConnectionFailed(
-                    f"{exc} (is 127.0.0.1:{port} taken? `emq server start --tcp --port N` "
-                    "picks another, --no-tcp turns TCP off)")
-                continue
-            _detached.append(process)
-            write_private(self.data_dir / CONF_FILE,
-                          json.dumps({"password": password, "port": port or None}))
-            return self._record(process.pid, port, password)
-        assert failure is not None
-        raise failure
-
-    def _config(self, port: int, password: str) -> str:
-        """The server's configuration, one directive a line (values quoted)."""
-        settings = {
-            "port": str(port), "bind": self.host, "protected-mode": "yes",
-            "unixsocket": str(self.socket_path), "unixsocketperm": "600",
-            "requirepass": password, "dir": str(self.data_dir), "daemonize": "no",
-            "logfile": str(self.data_dir / LOG_FILE), "save": "",
-            "appendonly": "yes", "appendfsync": "everysec",
-        }
-        return "".join(f"{key} {_quoted(value)}\n" for key, value in settings.items())
+        pid, port = launch(self.data_dir, self.socket_path, password, wanted, host=self.host)
+        write_private(self.data_dir / CONF_FILE,
+                      json.dumps({"password": password, "port": port or None}))
+        return self._record(pid, port, password)
 
     def _record(self, pid: int, port: int, password: str) -> ServerInfo:
-        client = _client(self.socket_path, password)
+        client = socket_client(self.socket_path, password)
         try:
             run_id = str(client.info("server")["run_id"])
         finally:
@@ -341,54 +287,3 @@ class SharedValkey:
             "data_dir": state.data_dir}))
         return state
 
-
-def _quoted(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _client(path: Path, password: str) -> redis.Redis:
-    """A client for one look at the folder's socket: short timeouts, no retries."""
-    return redis.Redis(unix_socket_path=str(path), password=password or None,
-                       socket_connect_timeout=1, socket_timeout=2,
-                       retry=Retry(NoBackoff(), 0), decode_responses=True)
-
-
-def _answers_as(process: subprocess.Popen[bytes], path: Path, password: str
-                ) -> Callable[[], bool]:
-    """Readiness: the socket answers, authenticated (so its data is loaded), as
-    ``process``."""
-
-    def ready() -> bool:
-        client = _client(path, password)
-        try:
-            client.ping()
-            return int(client.info("server")["process_id"]) == process.pid
-        except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
-            return False
-        finally:
-            client.close()
-
-    return ready
-
-
-def _terminate(pid: int, folder: Path, timeout: float) -> None:
-    """SIGTERM the folder's server (it flushes its AOF) and wait; SIGKILL past
-    ``timeout``. Each signal goes only to a pid still checked as the folder's server."""
-    for signum in (signal.SIGTERM, signal.SIGKILL):
-        if not signal_folder_server(pid, folder, signum):
-            _reap(pid)
-            return
-        deadline = time.monotonic() + timeout
-        while pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        _reap(pid)
-        if not pid_alive(pid):
-            return
-    raise ConnectionFailed(f"the embedded server (pid {pid}) did not exit")
-
-
-def _reap(pid: int) -> None:
-    """Collect ``pid`` if this process started it, so that it leaves no zombie."""
-    for process in list(_detached):
-        if process.pid == pid and process.poll() is not None:
-            _detached.remove(process)

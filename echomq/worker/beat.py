@@ -20,9 +20,9 @@ import redis
 from echomq.errors import EchoMQError
 from echomq.jobs.lease import reap
 from echomq.jobs.stalled import sweep_stalled
-from echomq.queue import transitions
 from echomq.queue.connection import Connection
-from echomq.queue.transitions import LEASE_LOST
+from echomq.queue.transitions import leases
+from echomq.queue.transitions.leases import LEASE_LOST
 from echomq.worker.context import JobContext
 from echomq.worker.held import Held
 from echomq.worker.queues import QueuePlan
@@ -85,7 +85,7 @@ class Beat:
                 return
             sent = time.monotonic()
             keys = self.plan.by_name
-            calls = [transitions.extend_call(keys[j.queue], j.id, j.token, self.lease_ms)
+            calls = [leases.extend_call(keys[j.queue], j.id, j.token, self.lease_ms)
                      for j in jobs]
             replies = self.conn.executor.run_many(calls)
             lost = [j for j, reply in zip(jobs, replies, strict=True)
@@ -101,7 +101,7 @@ class Beat:
 
     def _renewed(self, job: JobContext, reply: Any, sent: float) -> bool:
         """Record one renewal's answer; False when the lease is no longer ours."""
-        error = transitions.extended(reply, job.id)
+        error = leases.extended(reply, job.id)
         if isinstance(error, LEASE_LOST):
             return False
         if error is not None:

@@ -23,10 +23,10 @@ import redis
 
 from echomq import tracing
 from echomq.errors import ConnectionFailed
-from echomq.queue import transitions
 from echomq.queue.cluster import slot_time
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
+from echomq.queue.transitions import intake
 from echomq.worker.context import JobContext
 from echomq.worker.held import Held
 from echomq.worker.queues import QueuePlan
@@ -124,7 +124,7 @@ class ClaimLoop:
                 self._empty_until[queue] = sent + EMPTY_SKIP_S
 
     def _claim(self, keys: Keys, count: int) -> Any:
-        call = transitions.claim_call(keys, self.lease_ms, count)
+        call = intake.claim_call(keys, self.lease_ms, count)
         traced = tracing.current()
         if traced is None:
             return self.conn.executor.run(*call)
@@ -165,7 +165,7 @@ class ClaimLoop:
 
     def _dispatch(self, queue: str, flat: list[Any], deadline: float) -> int:
         jobs = [JobContext(self.conn, queue, job_id, token, raw, self.lease_ms, name)
-                for job_id, token, raw, name in transitions.claimed(flat)]
+                for job_id, token, raw, name in intake.claimed(flat)]
         for job in jobs:
             job.deadline = deadline
         if tracing.current() is not None:

@@ -25,7 +25,7 @@ from echomq.jobs.texts import (
     result_text,
 )
 from echomq.models import CancelVerdict
-from echomq.queue.transitions import LEASE_LOST
+from echomq.queue.transitions.leases import LEASE_LOST
 from echomq.worker.retry import DEAD, FailPlan
 
 if TYPE_CHECKING:

@@ -6,7 +6,8 @@ completion and cancellation plus one ``fail`` call per failure, all in ONE
 pipeline. It runs beside the claim loop, so claiming and settling overlap.
 A server that does not answer (lost, timed out) is retried with backoff; any
 other exception ends the thread through ``on_crash``, never silently. A settled
-job is let go of through the Consumer's ``Held`` ledger. In durable mode
+job is let go of through the Consumer's ``Held`` ledger. The calls a batch becomes are
+built in ``settle_calls.py``. In durable mode
 (``durable_replicas``) each round trip ends with ``WAIT`` on its own connection and a
 replica that does not acknowledge in time is logged and counted, never waited on for ever.
 """
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import queue as stdlib_queue
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -25,14 +25,13 @@ import redis
 
 from echomq import tracing
 from echomq.errors import ConnectionFailed
-from echomq.queue import transitions
 from echomq.queue.connection import Connection
 from echomq.queue.executors import Call
-from echomq.queue.transitions import Settlement
+from echomq.queue.transitions import settles
 from echomq.worker.context import HandlerOutcome, JobContext
 from echomq.worker.held import STOP, Held
 from echomq.worker.queues import QueuePlan
-from echomq.worker.retry import FailPlan
+from echomq.worker.settle_calls import by_queue, complete_groups, settle_calls
 
 log = logging.getLogger("echomq.consumer")
 finished_log = logging.getLogger("echomq.worker")
@@ -157,7 +156,7 @@ class Settler:
         if not batch:
             return
         if self.durable_replicas and len(self.plan.names) > 1:
-            for outcomes in self._by_queue(batch):
+            for outcomes in by_queue(batch):
                 self._settle_round_trip(outcomes)
         else:
             self._settle_round_trip(batch)
@@ -167,7 +166,9 @@ class Settler:
         safe meanwhile) until it answers or the Consumer gives up."""
         completes = [o for o in batch if o.kind in ("completed", "cancelled")]
         fails = [o for o in batch if o.kind in ("failed", "rejected")]
-        calls = self._calls(completes, fails)
+        calls = settle_calls(self.plan, completes, fails, record=self.record,
+                             keep_completed=self.keep_completed, backoff_ms=self.backoff_ms,
+                             backoff_cap_ms=self.backoff_cap_ms)
         traced = tracing.current()
         spans = [] if traced is None else [
             traced.settle(o.job.queue, o.job.id, o.job.span) for o in batch]
@@ -206,52 +207,12 @@ class Settler:
                         self.durable_replicas, self.durable_timeout_ms)
         return replies
 
-    def _calls(self, completes: list[HandlerOutcome], fails: list[HandlerOutcome]
-               ) -> list[Call]:
-        """One complete call per queue with completions (in the order of
-        :meth:`_complete_groups`), then one fail call per failure."""
-        calls: list[Call] = []
-        for queue, outcomes in self._complete_groups(completes):
-            settlements = [Settlement(o.job.id, o.job.token,
-                                      "cancelled" if o.kind == "cancelled" else "completed",
-                                      o.text) for o in outcomes]
-            calls.append(transitions.complete_call(self.plan.by_name[queue], settlements,
-                                                   self.record, self.keep_completed))
-        for o in fails:
-            calls.append(self._fail_call(o))
-        return calls
-
-    @staticmethod
-    def _by_queue(batch: list[HandlerOutcome]) -> list[list[HandlerOutcome]]:
-        groups: dict[str, list[HandlerOutcome]] = {}
-        for o in batch:
-            groups.setdefault(o.job.queue, []).append(o)
-        return list(groups.values())
-
-    @staticmethod
-    def _complete_groups(completes: list[HandlerOutcome]
-                         ) -> list[tuple[str, list[HandlerOutcome]]]:
-        groups: dict[str, list[HandlerOutcome]] = {}
-        for o in completes:
-            groups.setdefault(o.job.queue, []).append(o)
-        return list(groups.items())
-
-    def _fail_call(self, o: HandlerOutcome) -> Call:
-        plan = o.plan or FailPlan(dead=o.kind == "rejected")
-        return transitions.fail_call(
-            self.plan.by_name[o.job.queue], o.job.id, o.job.token, o.text,
-            backoff_ms=plan.base_ms or self.backoff_ms,
-            backoff_cap_ms=plan.cap_ms or self.backoff_cap_ms, record=self.record,
-            retry=not plan.dead, delay_ms=plan.delay_ms,
-            jitter=random.random() if plan.jitter and plan.delay_ms is None else None,  # noqa: S311 - spreads retries, no secret
-            error_entry=o.error)
-
     def _account(self, completes: list[HandlerOutcome], fails: list[HandlerOutcome],
                  replies: list[Any]) -> None:
-        for _, outcomes in self._complete_groups(completes):
+        for _, outcomes in complete_groups(completes):
             self._account_completes(outcomes, replies.pop(0))
         for o, reply in zip(fails, replies, strict=True):
-            verdict = transitions.failed(reply, o.job.id)
+            verdict = settles.failed(reply, o.job.id)
             if isinstance(verdict, BaseException):
                 log.warning("job %s failed after its lease was lost: %s", o.job.id, verdict)
             else:
@@ -274,7 +235,7 @@ class Settler:
             log.error("complete failed for %d job(s): %s", len(completes), reply)
             errors: list[Any] = [reply] * len(completes)
         else:
-            errors = list(transitions.completed([o.job.id for o in completes], reply))
+            errors = list(settles.completed([o.job.id for o in completes], reply))
         logged = self.log_finished and finished_log.isEnabledFor(logging.INFO)
         for o, error in zip(completes, errors, strict=True):
             if error is None:

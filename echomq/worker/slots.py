@@ -31,7 +31,7 @@ from echomq.errors import EchoMQError, JobTimeout
 from echomq.jobs.lease import extend_lock
 from echomq.queue import worker_events
 from echomq.queue.connection import Connection
-from echomq.queue.transitions import LEASE_LOST
+from echomq.queue.transitions.leases import LEASE_LOST
 from echomq.worker.context import (
     FailurePolicy,
     HandlerOutcome,

@@ -10,7 +10,8 @@ import redis
 
 from echomq import aio
 from echomq.errors import JobGone
-from echomq.queue import registry, transitions
+from echomq.queue import registry
+from echomq.queue.transitions import intake, settles
 from echomq.servers.valkey import EmbeddedValkey
 
 
@@ -33,9 +34,9 @@ def test_a_flushed_cache_or_library_is_loaded_again(private_server: EmbeddedValk
             await asyncio.to_thread(forget)
             keys = aconn.keys("q")
             piped = await aconn.executor.run_many([
-                transitions.add_call(keys, [0, 0, 3, "", ""], [("p1", "1")]),
-                transitions.claim_call(keys, 60_000, 1),
-                transitions.remove_call(keys, "nosuch"),
+                intake.add_call(keys, [0, 0, 3, "", ""], [("p1", "1")]),
+                intake.claim_call(keys, 60_000, 1),
+                settles.remove_call(keys, "nosuch"),
             ])
             return one, many, piped
 
@@ -44,7 +45,7 @@ def test_a_flushed_cache_or_library_is_loaded_again(private_server: EmbeddedValk
         assert one == "2" and many == ["m2", "m3"]
         assert piped[0] == ["p1"] and piped[1][1] == "1"
         with pytest.raises(JobGone):
-            transitions.removed(piped[2], "nosuch")
+            settles.removed(piped[2], "nosuch")
         if executor == "functions":
             code, version = registry.library()
             assert admin.fcall("emq_version", 0) == version

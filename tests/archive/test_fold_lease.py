@@ -9,9 +9,10 @@ import pytest
 
 from echomq.archive.fold_lease import FoldLease
 from echomq.errors import LeaseHeld, LeaseLost
-from echomq.queue import registry, transitions
+from echomq.queue import registry
 from echomq.queue.connection import Connection
 from echomq.queue.replies import SCRIPT_CODES
+from echomq.queue.transitions import folding
 
 
 def test_every_script_has_a_header_and_every_code_a_mapping() -> None:
@@ -59,10 +60,10 @@ def test_the_lease_runs_on_either_executor_alone_or_in_a_batch(conn: Connection,
     keys = conn.keys(queue)
     lease = FoldLease(conn, queue, 10_000).acquire()
     assert conn.redis.get(keys.archive_lease) == lease.token
-    calls = [transitions.fold_renew_call(keys, lease.token, 10_000),
-             transitions.fold_acquire_call(keys, "another", 10_000),
-             transitions.fold_renew_call(keys, "another", 10_000)]
+    calls = [folding.fold_renew_call(keys, lease.token, 10_000),
+             folding.fold_acquire_call(keys, "another", 10_000),
+             folding.fold_renew_call(keys, "another", 10_000)]
     assert conn.executor.run_many(calls) == [1, 0, -1]
     with pytest.raises(LeaseHeld, match=repr(queue)):
-        transitions.fold_answered("fold_acquire", conn.executor.run(*calls[1]), queue)
+        folding.fold_answered("fold_acquire", conn.executor.run(*calls[1]), queue)
     assert lease.release() is True

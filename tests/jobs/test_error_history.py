@@ -14,7 +14,7 @@ import pytest
 
 import echomq
 from echomq.jobs.texts import attempt_error
-from echomq.queue import transitions
+from echomq.queue.transitions import settles
 from tests.support.waits import server_ms
 
 LONG = 60_000
@@ -114,9 +114,9 @@ def test_jitter_scales_the_backoff_within_its_bounds(
     job_id = echomq.add(conn, queue, 1, max_attempts=5)
     held = claim_one(conn, queue)
     before = server_ms(conn.redis)
-    call = transitions.fail_call(conn.keys(queue), job_id, held.token, "boom",
+    call = settles.fail_call(conn.keys(queue), job_id, held.token, "boom",
                                  backoff_ms=10_000, backoff_cap_ms=60_000, jitter=jitter)
-    assert transitions.failed(conn.executor.run(*call), job_id) == "retrying"
+    assert settles.failed(conn.executor.run(*call), job_id) == "retrying"
     after = server_ms(conn.redis)
     score = conn.redis.zscore(conn.keys(queue).scheduled, job_id)
     spread = int(10_000 * jitter)
@@ -128,7 +128,7 @@ def test_a_delay_wins_over_jitter(conn: echomq.Connection, queue: str) -> None:
     job_id = echomq.add(conn, queue, 1, max_attempts=5)
     held = claim_one(conn, queue)
     before = server_ms(conn.redis)
-    call = transitions.fail_call(conn.keys(queue), job_id, held.token, "boom",
+    call = settles.fail_call(conn.keys(queue), job_id, held.token, "boom",
                                  backoff_ms=10_000, backoff_cap_ms=60_000, jitter=0.0,
                                  delay_ms=4_000)
     conn.executor.run(*call)
@@ -146,7 +146,7 @@ def test_bad_retry_options_are_refused_before_the_wire(
     job_id = echomq.add(conn, queue, 1)
     held = claim_one(conn, queue)
     with pytest.raises(echomq.InvalidArgument):
-        transitions.fail_call(conn.keys(queue), job_id, held.token, "boom", backoff_ms=1,
+        settles.fail_call(conn.keys(queue), job_id, held.token, "boom", backoff_ms=1,
                               backoff_cap_ms=1, **options)
     with pytest.raises(echomq.InvalidArgument):
         echomq.fail(conn, queue, job_id, held.token, "boom", delay_ms=-5)
@@ -176,7 +176,7 @@ def test_an_error_entry_is_kept_flat(conn: echomq.Connection, queue: str) -> Non
         held = claim_one(conn, queue)
         entry = json.dumps({"type": "E", "message": f"m{attempt}", "traceback": "},{\"",
                             "extra": [{"a": 1}, {"b": 2}], "more": {"c": {}}})
-        call = transitions.fail_call(conn.keys(queue), job_id, held.token, "e", backoff_ms=1,
+        call = settles.fail_call(conn.keys(queue), job_id, held.token, "e", backoff_ms=1,
                                      backoff_cap_ms=1, delay_ms=0, error_entry=entry)
         conn.executor.run(*call)
     kept = errors_of(conn, queue, job_id)

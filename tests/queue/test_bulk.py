@@ -14,7 +14,7 @@ import echomq
 from echomq.archive import Driver, Floor, declare, declared_queues
 from echomq.queue.bulk import drain_batches, obliterate_batches
 from echomq.queue.connection import Connection
-from echomq.queue.transitions import BULK_BATCH
+from echomq.queue.transitions.removals import BULK_BATCH
 from echomq.servers.valkey import EmbeddedValkey
 
 LONG = 60_000

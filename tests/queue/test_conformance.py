@@ -23,9 +23,10 @@ import echomq
 from echomq.archive import declare
 from echomq.jobs.settle import Settlement
 from echomq.models import ClaimedJob
-from echomq.queue import registry, transitions
+from echomq.queue import registry
 from echomq.queue.listen import mark_listening
 from echomq.queue.retention import purge_counted
+from echomq.queue.transitions import intake
 from echomq.scheduling.cron import fire_queue
 from tests.support.keyspace import dump, epochs, normalise, timeless
 from tests.support.servers import run_id
@@ -286,7 +287,7 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     s("counts", lambda: echomq.counts(conn, q))
     s("metrics", lambda: echomq.metrics(conn, q))
     # an add carrying a trace context (what echomq.tracing stores on the row)
-    s("add traced", lambda: transitions.added(conn.executor.run(*transitions.add_call(
+    s("add traced", lambda: intake.added(conn.executor.run(*intake.add_call(
         conn.keys(q), [0, 0, 3, "", ""], [("traced", '{"n": "t"}')], TRACEPARENT))))
     s("get traced", lambda: echomq.get_job(conn, q, "traced"))
     # payload recording: each settle's entry carries the job's name and payload; a replay
@@ -307,7 +308,7 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
         j.id for j in echomq.claim(conn, q, lease_ms=SHORT, count=50)])
     wait_lapsed(conn.redis, q, *stalling)
     s("stalled dead recorded", lambda: echomq.stalled_check(conn, q, max_stalled=1))
-    replayed = s("add replay", lambda: transitions.added(conn.executor.run(*transitions.add_call(
+    replayed = s("add replay", lambda: intake.added(conn.executor.run(*intake.add_call(
         conn.keys(q), [0, 0, 3, "", "rec"], [("", '{"p":1}')], replay_of="origin/p1"))))
     s("get replay", lambda: echomq.get_job(conn, q, replayed[0]))
 
@@ -317,7 +318,7 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     s("cron fire", lambda: fire_queue(conn, q, now=CRON_NOW))
     s("cron fire again", lambda: fire_queue(conn, q, now=CRON_NOW + 4_000))
     spec = conn.redis.hget(conn.keys(q).schedules, "tick")
-    stale = transitions.CronFire("tick", spec, CRON_NOW - 5_000, "cron-tick-stale", '"s"',
+    stale = intake.CronFire("tick", spec, CRON_NOW - 5_000, "cron-tick-stale", '"s"',
                                  [0, 0, 3, "", ""])
     s("cron fire stale", lambda: _fire(conn, q, stale))
     s("cron fire replaced", lambda: _fire(conn, q, replace(stale, spec="{}", at_ms=CRON_NOW * 2)))
@@ -337,9 +338,9 @@ def _stable(found: echomq.Schedule) -> tuple[Any, ...]:
     return (found.name, found.cron, found.timezone, found.payload, found.options)
 
 
-def _fire(conn: echomq.Connection, q: str, fire: transitions.CronFire) -> str | None:
-    call = transitions.cron_fire_call(conn.keys(q), fire)
-    return transitions.cron_fired(conn.executor.run(*call), fire.name)
+def _fire(conn: echomq.Connection, q: str, fire: intake.CronFire) -> str | None:
+    call = intake.cron_fire_call(conn.keys(q), fire)
+    return intake.cron_fired(conn.executor.run(*call), fire.name)
 
 
 def bulk_steps(conn: echomq.Connection, q: str, s: Callable[[str, Callable[[], Any]], Any]

@@ -14,8 +14,8 @@ import pytest
 import redis
 
 import echomq
-from echomq.queue import transitions
 from echomq.queue.connection import Connection
+from echomq.queue.transitions import intake, settles
 from echomq.worker import beat as beat_module
 from echomq.worker import slots as consumer_module
 from echomq.worker.consumer import Consumer
@@ -141,7 +141,7 @@ def _break_settler(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("injected into the settler")
 
-    monkeypatch.setattr(transitions, "complete_call", broken)
+    monkeypatch.setattr(settles, "complete_call", broken)
 
 
 def _break_beat(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -183,7 +183,7 @@ def test_an_unexpected_claim_loop_error_is_raised_by_run(
     def broken(*args: Any) -> Any:
         raise RuntimeError("injected into the claim loop")
 
-    monkeypatch.setattr(transitions, "claim_call", broken)
+    monkeypatch.setattr(intake, "claim_call", broken)
     echomq.add(conn, queue, {})
     r = start(running, conn, queue, lambda job: "ok")
     r.thread.join(15)

@@ -1,0 +1,90 @@
+"""The catalogue's intake: a job entering a queue (``add``, a cron fire's ``cron_fire``)
+and being taken by a worker (``claim``), each call beside its reply's parser."""
+
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from echomq.errors import (
+    InvalidArgument,
+)
+from echomq.queue import validate
+from echomq.queue.executors import Call
+from echomq.queue.keys import Keys
+from echomq.queue.replies import raise_for_reply
+
+# -- add ----------------------------------------------------------------------------
+
+
+def add_call(keys: Keys, options: Sequence[str | int], jobs: Sequence[tuple[str, str]],
+             traceparent: str = "", replay_of: str = "") -> Call:
+    """add-2.lua: enqueue ``(id or "", payload JSON)`` pairs with the same options; its
+    reply is one id per job (an existing id for an idempotent add). ``traceparent``
+    (tracing on) is kept on each new row for the handler's span; ``replay_of``
+    (``"<queue>/<id>"``, archive.replay) names the archived job the new ones replay."""
+    if replay_of and any(ord(c) < 32 for c in replay_of):
+        raise InvalidArgument(f"replay_of must be printable, got {replay_of!r}")
+    args: list[str | int] = [keys.base, *options, traceparent, replay_of]
+    for job_id, body in jobs:
+        args += [job_id, body]
+    return ("add", [keys.pending, keys.scheduled], args)
+
+
+def added(reply: Any) -> list[str]:
+    """add's reply: the ids, in the call's order."""
+    return list(map(str, reply))
+
+
+# -- cron_fire ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CronFire:
+    """One fire of one schedule: what cron_fire-4.lua needs to enqueue it exactly once."""
+
+    name: str
+    spec: str
+    """The stored spec JSON the fire was computed from (the script refuses another)."""
+    at_ms: int
+    job_id: str
+    payload: str
+    options: Sequence[str | int]
+    """add's options, in add_call's order: delay_ms, priority, max_attempts, group, name."""
+
+
+def cron_fire_call(keys: Keys, fire: CronFire) -> Call:
+    """cron_fire-4.lua: advance the schedule's last fire to ``fire.at_ms`` and add its job,
+    in one call; refused when that time is not after the stored last fire."""
+    keys.job(fire.job_id)  # the gate, before the wire
+    validate.epoch_ms(fire.at_ms, "fire time")
+    return ("cron_fire", [keys.pending, keys.scheduled, keys.schedules, keys.schedule_fires],
+            [keys.base, fire.name, fire.spec, fire.at_ms, fire.job_id, fire.payload,
+             *fire.options])
+
+
+def cron_fired(reply: Any, name: str) -> str | None:
+    """cron_fire's reply: the job id when this call fired, None when the time was fired
+    already (by another scheduler); raises ``ScheduleGone`` when the spec changed."""
+    if isinstance(reply, str):
+        return reply
+    raise_for_reply("cron_fire", int(reply), name)
+    return None
+
+
+# -- claim --------------------------------------------------------------------------
+
+
+def claim_call(keys: Keys, lease_ms: int, count: int) -> Call:
+    """claim-3.lua: promote due scheduled jobs, then take up to ``count`` under one lease."""
+    return ("claim", [keys.pending, keys.scheduled, keys.active], [keys.base, lease_ms, count])
+
+
+def claimed(flat: Sequence[Any]) -> list[tuple[str, int, str, str]]:
+    """claim's flat reply (the lease deadline, then id, token, payload, name per job) as
+    ``(id, token, raw payload, name)``; the payload stays JSON text, a job with no name
+    has ``""``."""
+    return [(flat[i], int(flat[i + 1]), flat[i + 2], flat[i + 3])
+            for i in range(1, len(flat), 4)]

@@ -1,0 +1,63 @@
+"""What one of the settler's round trips sends: a batch of finished runs as one
+``complete`` call per queue with completions (cancellations included) and one ``fail``
+call per failure, built through the catalogue; and the grouping by queue the settler
+reads the replies back in."""
+
+from __future__ import annotations
+
+import random
+
+from echomq.queue.executors import Call
+from echomq.queue.transitions import settles
+from echomq.queue.transitions.settles import Settlement
+from echomq.worker.context import HandlerOutcome
+from echomq.worker.queues import QueuePlan
+from echomq.worker.retry import FailPlan
+
+
+def settle_calls(plan: QueuePlan, completes: list[HandlerOutcome],
+                 fails: list[HandlerOutcome], *, record: bool, keep_completed: int,
+                 backoff_ms: int, backoff_cap_ms: int) -> list[Call]:
+    """One complete call per queue with completions (in the order of
+    :func:`complete_groups`), then one fail call per failure."""
+    calls: list[Call] = []
+    for queue, outcomes in complete_groups(completes):
+        settlements = [Settlement(o.job.id, o.job.token,
+                                  "cancelled" if o.kind == "cancelled" else "completed",
+                                  o.text) for o in outcomes]
+        calls.append(settles.complete_call(plan.by_name[queue], settlements, record,
+                                           keep_completed))
+    for o in fails:
+        calls.append(fail_call(plan, o, record=record, backoff_ms=backoff_ms,
+                               backoff_cap_ms=backoff_cap_ms))
+    return calls
+
+
+def by_queue(batch: list[HandlerOutcome]) -> list[list[HandlerOutcome]]:
+    """The batch split by queue, in the order each queue first appears."""
+    groups: dict[str, list[HandlerOutcome]] = {}
+    for o in batch:
+        groups.setdefault(o.job.queue, []).append(o)
+    return list(groups.values())
+
+
+def complete_groups(completes: list[HandlerOutcome]
+                    ) -> list[tuple[str, list[HandlerOutcome]]]:
+    """The completions by queue: one complete call (and one reply) each."""
+    groups: dict[str, list[HandlerOutcome]] = {}
+    for o in completes:
+        groups.setdefault(o.job.queue, []).append(o)
+    return list(groups.items())
+
+
+def fail_call(plan: QueuePlan, o: HandlerOutcome, *, record: bool, backoff_ms: int,
+              backoff_cap_ms: int) -> Call:
+    """The fail call of one failed run, by its ``FailPlan`` (a rejected one: dead now)."""
+    fp = o.plan or FailPlan(dead=o.kind == "rejected")
+    return settles.fail_call(
+        plan.by_name[o.job.queue], o.job.id, o.job.token, o.text,
+        backoff_ms=fp.base_ms or backoff_ms,
+        backoff_cap_ms=fp.cap_ms or backoff_cap_ms, record=record,
+        retry=not fp.dead, delay_ms=fp.delay_ms,
+        jitter=random.random() if fp.jitter and fp.delay_ms is None else None,  # noqa: S311 - spreads retries, no secret
+        error_entry=o.error)
