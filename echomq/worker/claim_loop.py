@@ -164,10 +164,9 @@ class ClaimLoop:
         self._job_seconds += (seconds - self._job_seconds) * 0.2
 
     def _dispatch(self, queue: str, flat: list[Any], deadline: float) -> int:
-        jobs = [JobContext(self.conn, queue, job_id, token, raw, self.lease_ms, name)
+        conn, lease_ms = self.conn, self.lease_ms
+        jobs = [JobContext(conn, queue, job_id, token, raw, lease_ms, name, deadline)
                 for job_id, token, raw, name in intake.claimed(flat)]
-        for job in jobs:
-            job.deadline = deadline
         if tracing.current() is not None:
             self._trace_contexts(jobs)
         self.held.add(jobs)

@@ -53,7 +53,7 @@ class JobContext:
 
     def __init__(
         self, conn: Connection, queue: str, job_id: str, token: int, raw_payload: str,
-        lease_ms: int, name: str = "",
+        lease_ms: int, name: str = "", deadline: float = 0.0,
     ) -> None:
         self.id = job_id
         self.name: str | None = name or None
@@ -68,7 +68,7 @@ class JobContext:
         """Set when a handler thread takes the job from the buffer."""
         self.done = False
         """Set when the handler returned and its outcome went to the settler."""
-        self.deadline = 0.0
+        self.deadline = deadline
         """When the lease ends at the latest, on this process's monotonic clock
         (the send time of the last claim or renewal plus the lease)."""
         self.cancel_token = cancel_tokens.new()

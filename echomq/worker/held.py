@@ -94,16 +94,25 @@ class Held:
 
     def let_go(self, job: JobContext) -> None:
         """A job left this Consumer's hands (settled, lost or handed back): free its slot once."""
+        self.let_go_many((job,))
+
+    def let_go_many(self, jobs: Iterable[JobContext]) -> None:
+        """:meth:`let_go` for a batch (a settle round trip's): one lock and one wake-up of
+        the claim loop for all of them, not one each."""
         with self.slots:
-            if job.finished:
+            freed = [job for job in jobs if not job.finished]
+            if not freed:
                 return
-            job.finished = True
-            self.inflight -= 1
+            for job in freed:
+                job.finished = True
+            self.inflight -= len(freed)
             self.slots.notify_all()
-        if self.jobs.get((job.queue, job.id)) is job:
-            self.jobs.pop((job.queue, job.id), None)
+        held = self.jobs
+        for job in freed:
+            if held.get((job.queue, job.id)) is job:
+                del held[job.queue, job.id]
         if self.on_released is not None:
-            self.on_released([job])
+            self.on_released(freed)
 
     def unfinished(self, *, started_too: bool) -> list[JobContext]:
         """Held jobs not yet let go of: the buffered ones (and the running ones with

@@ -249,7 +249,7 @@ class Settler:
             else:
                 log.warning("job %s finished after its lease was lost (%s); "
                             "its result was not recorded", o.job.id, error)
-            self.held.let_go(o.job)
+        self.held.let_go_many(o.job for o in completes)
 
     @staticmethod
     def _log_finished(job: JobContext, outcome: str, error: str = "") -> None:

@@ -78,6 +78,8 @@ class HandlerSlots:
         self.held = held
         self.work = work
         self.lease_ms = lease_ms
+        self._fresh_s = 0.75 * lease_ms / 1000
+        """A buffered job with more of its lease left than this starts without a renewal."""
         self.result_limit = result_limit
         self.policy = policy
         self.observe = observe
@@ -172,7 +174,7 @@ class HandlerSlots:
             if job.finished:
                 return False
             job.started = True
-        if job.deadline - time.monotonic() >= 0.75 * self.lease_ms / 1000:
+        if job.deadline - time.monotonic() >= self._fresh_s:
             return True
         sent = time.monotonic()
         try:
