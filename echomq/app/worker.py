@@ -24,9 +24,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("echomq.worker")
 
-ASYNC_HANDOFF_THREADS = 2
-"""Handler threads of a worker whose tasks are all ``async def``: they only hand each
-claimed job's coroutine to the event loop, where ``concurrency`` of them run at once."""
+ASYNC_HANDOFF_THREADS = 1
+"""Handler threads of a worker whose tasks are all ``async def``: it only hands each
+claimed job's coroutine to the event loop, where ``concurrency`` of them run at once (a
+second thread measured no faster: `python bench/run.py tasks`)."""
 
 
 class Worker:
