@@ -27,7 +27,7 @@ from echomq.servers.valkey import EmbeddedValkey
 
 HERE = Path(__file__).resolve().parent
 QUEUE = "pipe"
-RATES = [int(r) for r in os.environ.get("PIPELINE_RATES", "2000,4000,8000").split(",")]
+RATES = [int(r) for r in os.environ.get("PIPELINE_RATES", "3000,6000,10000").split(",")]
 SECONDS = int(os.environ.get("PIPELINE_SECONDS", "60"))
 WORKERS = int(os.environ.get("PIPELINE_WORKERS", "2"))
 
