@@ -24,11 +24,11 @@ from echomq.aio.hub import Hubs
 from echomq.errors import ConnectionFailed, InvalidArgument
 from echomq.queue.connection import (
     DEFAULT_PAYLOAD_LIMIT,
-    EXECUTORS,
     ExecutorName,
     check_choices,
     check_numbers,
     check_options,
+    check_settings,
     redact_url,
 )
 from echomq.queue.keys import PREFIX, Keys, check_prefix
@@ -44,12 +44,7 @@ class AsyncConnection:
     def __init__(self, client: Any, *, url: str, executor: ExecutorName = "scripts",
                  payload_limit: int = DEFAULT_PAYLOAD_LIMIT, prefix: str = PREFIX,
                  cluster: bool = False, watchers: Any = None) -> None:
-        if executor not in EXECUTORS:
-            raise InvalidArgument(f"executor must be one of {EXECUTORS}, got {executor!r}")
-        if isinstance(payload_limit, bool) or not isinstance(payload_limit, int) or (
-            payload_limit <= 0
-        ):
-            raise InvalidArgument("payload_limit must be a positive integer")
+        check_settings(executor, payload_limit)
         self.redis = client
         self.cluster = cluster
         self.url = url

@@ -19,7 +19,7 @@ import redis
 from echomq.errors import ConnectionFailed
 from echomq.queue import registry
 from echomq.queue.connection import redact_url
-from echomq.queue.executors import Arg, Call, Prepared
+from echomq.queue.executors import Arg, Call, Prepared, server_error
 from echomq.queue.replies import translate
 
 
@@ -39,13 +39,11 @@ class AsyncExecutor:
         t.check_keys(keys)
         try:
             return await self._run(t, keys, args)
-        except redis.ResponseError as exc:
-            mapped = translate(exc)
-            if mapped is not None:
-                raise mapped from exc
-            raise
-        except redis.ConnectionError as exc:
-            raise ConnectionFailed(f"lost the server at {self.url}: {exc}") from exc
+        except (redis.ResponseError, redis.ConnectionError) as exc:
+            error = server_error(exc, self.url)
+            if error is exc:
+                raise
+            raise error from exc
 
     async def _run(self, t: registry.Transition, keys: Sequence[str],
                    args: Sequence[Arg]) -> Any:

@@ -89,12 +89,7 @@ class Connection:
         prefix: str = PREFIX,
         cluster: bool = False,
     ) -> None:
-        if executor not in EXECUTORS:
-            raise InvalidArgument(f"executor must be one of {EXECUTORS}, got {executor!r}")
-        if isinstance(payload_limit, bool) or not isinstance(payload_limit, int) or (
-            payload_limit <= 0
-        ):
-            raise InvalidArgument("payload_limit must be a positive integer")
+        check_settings(executor, payload_limit)
         self.redis = client
         self.cluster = cluster
         self.url = url
@@ -217,6 +212,16 @@ def check_choices(executor: str, prefix: str) -> None:
     check_prefix(prefix)
     if executor not in EXECUTORS:
         raise InvalidArgument(f"executor must be one of {EXECUTORS}, got {executor!r}")
+
+
+def check_settings(executor: str, payload_limit: int) -> None:
+    """A connection's executor and payload limit (sync or asyncio), refused in one line."""
+    if executor not in EXECUTORS:
+        raise InvalidArgument(f"executor must be one of {EXECUTORS}, got {executor!r}")
+    if isinstance(payload_limit, bool) or not isinstance(payload_limit, int) or (
+        payload_limit <= 0
+    ):
+        raise InvalidArgument("payload_limit must be a positive integer")
 
 
 def check_numbers(url: str) -> None:

@@ -47,13 +47,11 @@ class Executor:
         t.check_keys(keys)
         try:
             return self._run(t, keys, args)
-        except redis.ResponseError as exc:
-            mapped = translate(exc)
-            if mapped is not None:
-                raise mapped from exc
-            raise
-        except redis.ConnectionError as exc:
-            raise ConnectionFailed(f"lost the server at {self.url}: {exc}") from exc
+        except (redis.ResponseError, redis.ConnectionError) as exc:
+            error = server_error(exc, self.url)
+            if error is exc:
+                raise
+            raise error from exc
 
     def _run(self, t: registry.Transition, keys: Sequence[str], args: Sequence[Arg]) -> Any:
         raise NotImplementedError
@@ -286,3 +284,16 @@ def make_executor(conn: Connection) -> Executor:
     if conn.executor_name == "functions":
         return FunctionsExecutor(conn.redis, conn.url, cluster=conn.cluster)
     return ScriptsExecutor(conn.redis, conn.url)
+
+
+def server_error(exc: redis.RedisError, url: str) -> BaseException:
+    """What a transition's call raises for the server's ``exc`` (sync or asyncio): the
+    reply table's error for a refusal it knows, ``ConnectionFailed`` for a lost server
+    (``url`` already redacted), else ``exc`` itself."""
+    if isinstance(exc, redis.ConnectionError):
+        return ConnectionFailed(f"lost the server at {url}: {exc}")
+    if isinstance(exc, redis.ResponseError):
+        mapped = translate(exc)
+        if mapped is not None:
+            return mapped
+    return exc
