@@ -101,7 +101,10 @@ def exit_after_timeout(settler: Settler, held: Held, work: stdlib_queue.SimpleQu
     own: settle it, hand back what is buffered and end the process at once; the
     supervisor replaces it."""
     settler.flush(SETTLE_FLUSH_S)
-    held.hand_back(take_unstarted(work))
+    take_unstarted(work)  # no slot starts them now
+    with held.lock:  # every held job no slot started: buffered, or claimed a moment ago
+        unstarted = held.unfinished(started_too=False)
+    held.hand_back(unstarted)
     log.error("consumer on %s: a run outlived its timeout plus grace; exiting (%d)",
               where, TIMEOUT_EXIT_CODE)
     logging.shutdown()
