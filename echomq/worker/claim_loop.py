@@ -57,6 +57,8 @@ class ClaimLoop:
         self.poll_s = poll_s
         self.wake = threading.Event()
         """Set when a job is added to the queue (through pub/sub) or a stop comes."""
+        self.stopped = threading.Event()
+        """Set once :meth:`run` returned: no claim is in flight any more."""
         self._job_seconds = lease_ms / 1000  # a running estimate; pessimistic at first
         self._marks = threading.Lock()
         self._empty_until: dict[str, float] = {}
@@ -74,6 +76,12 @@ class ClaimLoop:
 
     def run(self, stop: threading.Event) -> None:
         """Claim a batch whenever enough slots are free; park while every queue is empty."""
+        try:
+            self._run(stop)
+        finally:
+            self.stopped.set()
+
+    def _run(self, stop: threading.Event) -> None:
         failures = 0
         while not stop.is_set():
             want = self._room(stop)

@@ -52,6 +52,10 @@ log = logging.getLogger("echomq.consumer")
 
 
 
+CLAIMS_STOP_S = 5.0
+"""How long an exit past a timeout waits for a claim in flight to land (and be handed back)."""
+
+
 class Consumer:
     """Process one queue (or several: ``queue`` as ``["a", "b"]`` for strict priority,
     ``"a:5,b:1"`` for weighted shares) until ``stop()``, SIGTERM or SIGINT.
@@ -265,6 +269,8 @@ class Consumer:
                 self._crashed = ConsumerCrashed(reason)
             self.stop()
             return
+        self.stop()  # no new claim: what the claim loop holds when it ends is handed back
+        self._claims.stopped.wait(CLAIMS_STOP_S)
         lifecycle.exit_after_timeout(self._settler, self._held, self._work, self._where)
 
     def _crash(self, thread: str, exc: BaseException) -> None:
