@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable
-from typing import Any
+import echomq_task_bench
+from echomq_task_bench import enqueue, verify
 
-from echomq_task_bench import QUEUE, TASK, enqueue, verify
+
+async def _noop(i: int) -> None:
+    return None
+
+
+echomq_task_bench.TASK_FUNCTION = _noop
+echomq_task_bench.CONCURRENCY = 100
+work = echomq_task_bench.work
 
 __all__ = ["enqueue", "verify", "version", "work"]
 
@@ -17,27 +22,3 @@ def version() -> str:
     import echomq
 
     return f"echomq {echomq.__version__} (async task on the event loop)"
-
-
-async def _noop(i: int) -> None:
-    return None
-
-
-def work(url: str, n: int, concurrency: int | None, ready: Callable[[], Any]) -> None:
-    import redis
-
-    import echomq
-
-    app = echomq.App(url)
-    app.task(queue=QUEUE, name=TASK)(_noop)
-    worker = app.worker([QUEUE], concurrency=concurrency or 100, lease_ms=30_000)
-    probe = redis.Redis.from_url(url)
-
-    def stopper() -> None:
-        while probe.zcard(f"emq:{{{QUEUE}}}:completed") < n:
-            time.sleep(0.005)
-        worker.stop()
-
-    threading.Thread(target=stopper, daemon=True).start()
-    ready()
-    worker.run()

@@ -11,6 +11,16 @@ from typing import Any
 QUEUE = "bench"
 QUEUES = [QUEUE]
 TASK = "bench.noop"
+CONCURRENCY = 10
+"""The worker's concurrency when the harness gives none."""
+
+
+def noop(i: int) -> None:
+    return None
+
+
+TASK_FUNCTION: Callable[[int], Any] = noop
+"""What the task runs (``echomq_async_bench`` puts an ``async def`` here)."""
 
 
 def version() -> str:
@@ -35,8 +45,8 @@ def work(url: str, n: int, concurrency: int | None, ready: Callable[[], Any]) ->
     import echomq
 
     app = echomq.App(url)
-    app.task(queue=QUEUE, name=TASK)(lambda i: None)
-    worker = app.worker(QUEUES, concurrency=concurrency or 10, lease_ms=30_000)
+    app.task(queue=QUEUE, name=TASK)(TASK_FUNCTION)
+    worker = app.worker(QUEUES, concurrency=concurrency or CONCURRENCY, lease_ms=30_000)
     probe = redis.Redis.from_url(url)
 
     def stopper() -> None:

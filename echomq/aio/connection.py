@@ -31,7 +31,7 @@ from echomq.queue.connection import (
     check_settings,
     redact_url,
 )
-from echomq.queue.keys import PREFIX, Keys, check_prefix
+from echomq.queue.keys import PREFIX, Keys, KeysCache, check_prefix
 from echomq.queue.sentinel import is_sentinel_url, sentinel_options
 
 
@@ -53,7 +53,7 @@ class AsyncConnection:
         self.prefix = check_prefix(prefix)
         self._watchers = watchers
         self._executor: AsyncExecutor | None = None
-        self._keys: dict[str, Keys] = {}
+        self._keys = KeysCache(self.prefix)
         self.adds = AddBatch(self)
         """This turn's adds, sent together (:mod:`echomq.aio.batch`)."""
         self.hubs = Hubs()
@@ -61,12 +61,7 @@ class AsyncConnection:
 
     def keys(self, queue: str) -> Keys:
         """The key names of ``queue`` under this connection's prefix (checked, cached)."""
-        found = self._keys.get(queue)
-        if found is None:
-            found = Keys(queue, self.prefix)
-            if len(self._keys) < 10_000:
-                self._keys[queue] = found
-        return found
+        return self._keys(queue)
 
     @property
     def executor(self) -> AsyncExecutor:

@@ -19,6 +19,7 @@ from echomq.errors import ConnectionFailed, InvalidArgument
 from echomq.queue.keys import (
     PREFIX,
     Keys,
+    KeysCache,
     check_prefix,
     cron_set,
     declared_set,
@@ -100,16 +101,11 @@ class Connection:
         self.retained_set = retained_set(prefix)
         self.cron_set = cron_set(prefix)
         self._executor: Executor | None = None
-        self._keys: dict[str, Keys] = {}
+        self._keys = KeysCache(self.prefix)
 
     def keys(self, queue: str) -> Keys:
         """The key names of ``queue`` under this connection's prefix (checked, cached)."""
-        found = self._keys.get(queue)
-        if found is None:
-            found = Keys(queue, self.prefix)
-            if len(self._keys) < 10_000:
-                self._keys[queue] = found
-        return found
+        return self._keys(queue)
 
     @property
     def executor(self) -> Executor:

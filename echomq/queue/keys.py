@@ -245,3 +245,24 @@ class Keys:
     def schedule_fires(self) -> str:
         """Cron schedules: name -> the last fire time (epoch ms) a scheduler enqueued."""
         return self._key("schedule-fires")
+
+
+class KeysCache:
+    """The :class:`Keys` of each queue under one prefix, checked once and kept (at most
+    :data:`KEYS_CACHED` names, so a stream of odd names cannot grow it without end): what
+    ``conn.keys(queue)`` answers on the sync and the asyncio connection alike."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self._found: dict[str, Keys] = {}
+
+    def __call__(self, queue: str) -> Keys:
+        found = self._found.get(queue)
+        if found is None:
+            found = Keys(queue, self.prefix)
+            if len(self._found) < KEYS_CACHED:
+                self._found[queue] = found
+        return found
+
+
+KEYS_CACHED = 10_000
