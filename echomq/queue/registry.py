@@ -5,8 +5,9 @@ Each file is one transition (its header lists KEYS, ARGV and replies), named
 key count against the KEYS the body reads, and every call against that count.
 
 The queue's transitions (:func:`transitions`) form the functions library: the
-scripts executor runs ``_lib.lua`` + the file as one EVALSHA script; the functions
-executor runs the same bodies wrapped as functions of one library, ``echomq``.
+scripts executor runs ``_lib.lua`` (and any ``_lib_<concern>.lua``) + the file as one
+EVALSHA script; the functions executor runs the same bodies wrapped as functions of
+one library, ``echomq``.
 Another part's scripts (the archive's fold lease, :func:`scripts`) are script-only:
 both executors run them by EVALSHA through the same code path. A call names either
 kind the same way (:func:`named`). Python never builds Lua beyond this wrapping.
@@ -68,9 +69,14 @@ def _lua_dir(package: str) -> Traversable:
 
 
 def _read_lib(package: str) -> str:
-    """The package's shared helpers (``_lib.lua``), or nothing when it has none."""
-    lib = _lua_dir(package).joinpath("_lib.lua")
-    return lib.read_text(encoding="utf-8") if lib.is_file() else ""
+    """The package's shared helpers: ``_lib.lua`` first, then each ``_lib_<concern>.lua``
+    by name (rate limits, deduplication, flows: one file per concern, so a feature's
+    helpers sit together), or nothing when it has none."""
+    found = sorted(
+        (e for e in _lua_dir(package).iterdir() if re.fullmatch(r"_lib(_[a-z_]+)?\.lua", e.name)),
+        key=lambda e: (e.name != "_lib.lua", e.name),
+    )
+    return "\n".join(e.read_text(encoding="utf-8") for e in found)
 
 
 def _numkeys(filename: str, body: str) -> tuple[str, int]:

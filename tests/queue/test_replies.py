@@ -46,11 +46,10 @@ def verb(filename: str) -> str:
 _HELPER = re.compile(r"^local function (\w+)\(", re.M)
 
 
-def helper_codes(lib: Path) -> dict[str, set[int]]:
-    """The codes each helper of a package's ``_lib.lua`` returns, by helper name."""
-    if not lib.exists():
-        return {}
-    text = lib.read_text(encoding="utf-8")
+def helper_codes(folder: Path) -> dict[str, set[int]]:
+    """The codes each helper of a package's ``_lib.lua`` (and ``_lib_<concern>.lua``
+    files) returns, by helper name."""
+    text = "\n".join(lib.read_text(encoding="utf-8") for lib in sorted(folder.glob("_lib*.lua")))
     starts = list(_HELPER.finditer(text))
     bodies = {m.group(1): text[m.start():(starts[i + 1].start() if i + 1 < len(starts)
                                           else len(text))] for i, m in enumerate(starts)}
@@ -66,7 +65,7 @@ def returned_codes() -> dict[int, list[str]]:
             continue
         text = path.read_text(encoding="utf-8")
         found = {int(c) for c in _CODE.findall(text)}
-        for helper, returned in helper_codes(path.parent / "_lib.lua").items():
+        for helper, returned in helper_codes(path.parent).items():
             if re.search(rf"\b{helper}\(", text):
                 found |= returned
         for code in sorted(found):
