@@ -23,10 +23,10 @@ from echomq.servers.seaweed import SeaweedS3
 from echomq.servers.valkey import EmbeddedValkey
 from tests.support.recorder import Recorder
 
-BOTH_PASSES = ("queue", "jobs", "worker", "app", "aio", "archive")
+BOTH_PASSES = ("queue", "jobs", "worker", "app", "aio", "coordination", "archive")
 """The folders of ``tests/`` whose shared-server tests run twice, on one server and on a
 local Cluster (ids ``[plain...]`` and ``[cluster...]``): the substrate, the lifecycle,
-the Consumer, the asyncio verbs and the archive."""
+the Consumer, the asyncio verbs, rate limits, deduplication and flows, and the archive."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
