@@ -22,34 +22,10 @@ from echomq.errors import InvalidArgument
 from echomq.prometheus import render
 from tests.prometheus.scrape import parse, value
 from tests.support import ROOT
+from tests.support.pids import alive, children
 from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.plain_only  # processes, not the server, are under test here
-
-
-def children(pid: int) -> set[int]:
-    """The live (not zombie) worker children of ``pid`` (not multiprocessing's resource
-    tracker)."""
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
-        return set()
-    return {int(p) for p in text.split() if alive(int(p)) and b"spawn_main" in cmdline(p)}
-
-
-def cmdline(pid: int | str) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 class Supervised:

@@ -17,6 +17,12 @@ Then it settles: every job completed, final folds, and the books must balance:
   a "re-run after kill" (expected); any other second run is a duplicate (a healthy worker
   lost or repeated work).
 
+A second run (issue 23) rides the same timeline with one ``emq worker --processes 3``
+(``tests/worker/chaos_app.py``: an App whose task logs the same lines): the soak kills
+the supervisor's children, which it replaces and whose jobs it recovers at once, and 24
+jobs block in C on their first attempt past their timeout, so their child gives the
+slot back at timeout plus grace and they are retried: a "re-run after timeout".
+
 The figures (jobs, kills, restarts, outages, folds, re-runs after kill, duplicates, losses)
 are printed past pytest's capture, so the CI log shows them on success too. The random
 timeline is seeded; ``EMQ_CHAOS_SEED`` replays one (the same jobs, kills, restart and
@@ -53,6 +59,7 @@ from echomq.servers.seaweed import SeaweedS3
 from echomq.servers.valkey import EmbeddedValkey
 from tests.support import ROOT
 from tests.support.archive import remote_on
+from tests.support.pids import children
 
 JOBS = 3000
 WORKERS = 3
@@ -64,6 +71,7 @@ CHAOS_S = 16.0  # kills happen until then
 FOLD_EVERY_S = 0.5
 SETTLE_S = 40.0  # after the timeline, for the last jobs to complete
 CATCH_UP_S = 20.0  # for the final folds to take the whole stream
+HANGS = 24  # jobs whose first attempt blocks past its timeout, in the process run
 
 pytestmark = pytest.mark.slow
 
@@ -101,6 +109,8 @@ class Plan:
     kills: list[float]
     restart_at: float
     outage: tuple[float, float]
+    hangs: frozenset[int] = frozenset()
+    """The jobs whose first attempt hangs past its timeout (the process run only)."""
 
     @classmethod
     def make(cls, seed: int) -> Plan:
@@ -112,7 +122,8 @@ class Plan:
             kills.append(t)
             t += rng.uniform(2.5, 4.0)
         start = rng.uniform(8.5, 10.0)
-        return cls(seed, durations, kills, rng.uniform(4.5, 6.5), (start, start + 5.0))
+        hangs = frozenset(random.Random(seed + 1).sample(range(JOBS), HANGS))
+        return cls(seed, durations, kills, rng.uniform(4.5, 6.5), (start, start + 5.0), hangs)
 
 
 @dataclass
@@ -128,6 +139,8 @@ class Soak:
     remote: S3Remote
     driver: Driver
     rng: random.Random
+    processes: bool = False
+    """One ``emq worker --processes 3`` (its children killed) instead of three Consumers."""
     workers: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
     killed: dict[int, float] = field(default_factory=dict)
     exited: dict[int, tuple[float, int | None]] = field(default_factory=dict)
@@ -152,15 +165,34 @@ class Soak:
 
     def start_worker(self) -> None:
         spawned = len(self.workers) + len(self.killed) + len(self.exited)
+        if self.processes:
+            command = [sys.executable, "-m", "echomq", "--url", self.server.url,
+                       "--executor", self.executor, "--log-level", "INFO", "worker",
+                       "tests.worker.chaos_app:app", "--processes", str(WORKERS),
+                       "--concurrency", str(CONCURRENCY), "--lease", f"{LEASE_MS}ms",
+                       "--record"]
+        else:
+            command = [sys.executable, "-m", "tests.worker.chaos_worker", self.server.url,
+                       self.queue, self.executor, str(self.log_dir), str(LEASE_MS),
+                       str(CONCURRENCY)]
+        env = {**os.environ, "EMQ_CHAOS_QUEUE": self.queue, "EMQ_CHAOS_LOGS": str(self.log_dir),
+               "PYTHONPATH": str(ROOT)}
         with open(self.log_dir / f"spawn-{spawned}.out", "wb") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.worker.chaos_worker", self.server.url, self.queue,
-                 self.executor, str(self.log_dir), str(LEASE_MS), str(CONCURRENCY)],
-                cwd=ROOT, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=out, stderr=subprocess.STDOUT)
         self.workers[proc.pid] = proc
 
     def kill_one(self) -> None:
-        """``kill -9`` a random live worker and start its replacement at once."""
+        """``kill -9`` a random live worker and start its replacement at once; with
+        processes, a random child of the supervisor, which replaces it itself."""
+        if self.processes:
+            live = sorted(p for s in self.workers for p in children(s))
+            if live:
+                pid = self.rng.choice(live)
+                self.killed[pid] = time.time()
+                self.note(f"kill -9 child {pid}")
+                os.kill(pid, signal.SIGKILL)
+            return
         pid = self.rng.choice(sorted(self.workers))
         proc = self.workers.pop(pid)
         self.killed[pid] = time.time()
@@ -199,12 +231,18 @@ class Soak:
 
     # -- jobs -----------------------------------------------------------------------------
 
-    def add_batch(self, start: int, durations: list[int]) -> bool:
-        """Add jobs ``start``.. with fixed ids, so a retry after a lost reply adds nothing."""
+    def add_batch(self, start: int, durations: list[int], hangs: frozenset[int]) -> bool:
+        """Add jobs ``start``.. with fixed ids, so a retry after a lost reply adds nothing;
+        with processes, as calls of the App's task ``chaos.run``."""
         ids = [f"j{n:05d}" for n in range(start, start + len(durations))]
-        payloads = [{"n": n, "ms": ms} for n, ms in enumerate(durations, start)]
+        name, options = None, {}
+        payloads: list[Any] = [{"n": n, "ms": ms} for n, ms in enumerate(durations, start)]
+        if self.processes:
+            name, options = "chaos.run", {"max_attempts": 5}
+            payloads = [{"args": [n, ms, n in hangs], "kwargs": {}}
+                        for n, ms in enumerate(durations, start)]
         try:
-            echomq.add_many(self.conn, self.queue, payloads, job_ids=ids)
+            echomq.add_many(self.conn, self.queue, payloads, job_ids=ids, name=name, **options)
         except (echomq.EchoMQError, redis.RedisError):
             self.add_retries += 1
             return False
@@ -257,23 +295,28 @@ def read_runs(log_dir: Path) -> dict[str, list[Run]]:
     return runs
 
 
-def classify(runs: dict[str, list[Run]], killed: dict[int, float]
-             ) -> tuple[int, list[tuple[Run, Run]]]:
-    """Count second runs: after the previous runner was killed (expected), or duplicates.
+def classify(runs: dict[str, list[Run]], killed: dict[int, float], hangs: set[str]
+             ) -> tuple[int, int, list[tuple[Run, Run]]]:
+    """Count second runs: after the previous runner was killed or the previous attempt
+    timed out (expected), or duplicates.
 
     A run is a re-run after kill when the worker that ran the job before was ``kill -9``d
-    (or had exited) before this run started; any other second run means a healthy worker
-    lost or repeated the job (its lease lapsed in its hands, or it ran one claim twice).
+    (or had exited) before this run started, and a re-run after a timeout when the run
+    before was a ``hang`` job's first attempt (blocked past its timeout); any other second
+    run means a healthy worker lost or repeated the job (its lease lapsed in its hands,
+    or it ran one claim twice).
     """
-    after_kill, duplicates = 0, []
+    after_kill, after_timeout, duplicates = 0, 0, []
     for job_runs in runs.values():
         for before, again in zip(job_runs, job_runs[1:], strict=False):
             killed_at = killed.get(before.pid)
             if killed_at is not None and killed_at <= again.at:
                 after_kill += 1
+            elif before.job in hangs and before.attempts == 1:
+                after_timeout += 1
             else:
                 duplicates.append((before, again))
-    return after_kill, duplicates
+    return after_kill, after_timeout, duplicates
 
 
 def drive(soak: Soak, plan: Plan) -> None:
@@ -285,7 +328,8 @@ def drive(soak: Soak, plan: Plan) -> None:
     restarted = outage_started = outage_healed = False
     while batches or kills or not outage_healed:
         now = time.monotonic() - t0
-        if batches and now >= PRODUCE_S * batches[0][0] / JOBS and soak.add_batch(*batches[0]):
+        if batches and now >= PRODUCE_S * batches[0][0] / JOBS and soak.add_batch(
+                *batches[0], plan.hangs):
             batches.pop(0)
         soak.replace_exited()
         if kills and now >= kills[0]:
@@ -369,7 +413,7 @@ def why_duplicated(duplicates: list[tuple[Run, Run]]) -> dict[str, Any]:
     }
 
 
-def books(soak: Soak, seed: int, settled: bool, folded: bool) -> dict[str, Any]:
+def books(soak: Soak, plan: Plan, settled: bool, folded: bool) -> dict[str, Any]:
     """Every figure the soak checks, from Redis, the floor, the bucket and the run logs."""
     keys = Keys(soak.queue)
     r = soak.conn.redis
@@ -384,7 +428,10 @@ def books(soak: Soak, seed: int, settled: bool, folded: bool) -> dict[str, Any]:
     in_bucket, bucket_error = bucket_jobs(soak)
     runs = read_runs(soak.log_dir)
     gone = soak.killed | {pid: at for pid, (at, _) in soak.exited.items()}
-    after_kill, duplicates = classify(runs, gone)
+    hangs = {f"j{n:05d}" for n in plan.hangs} if soak.processes else set()
+    after_kill, after_timeout, duplicates = classify(runs, gone, hangs)
+    timeouts = sum(1 for job in hangs if any(
+        "(abandoned)" in e.message for e in echomq.get_job(soak.conn, soak.queue, job).errors))
     expected = set(soak.ids)
     lost = {
         "not completed": JOBS - states["completed"],
@@ -402,7 +449,8 @@ def books(soak: Soak, seed: int, settled: bool, folded: bool) -> dict[str, Any]:
         "twice in the bucket": sum(1 for n in in_bucket.values() if n > 1),
     }
     return {
-        "executor": soak.executor, "seed": seed, "jobs": len(soak.ids),
+        "workers": f"1 x --processes {WORKERS}" if soak.processes else f"{WORKERS} Consumers",
+        "executor": soak.executor, "seed": plan.seed, "jobs": len(soak.ids),
         "settled": settled, "caught up": folded,
         "kills": len(soak.killed), "workers that exited unasked": {
             pid: code for pid, (_, code) in soak.exited.items()},
@@ -410,6 +458,7 @@ def books(soak: Soak, seed: int, settled: bool, folded: bool) -> dict[str, Any]:
         "folds ok": soak.folds_ok, "fold errors": dict(soak.fold_errors),
         "add retries": soak.add_retries,
         "runs": sum(len(v) for v in runs.values()), "re-runs after kill": after_kill,
+        "timeouts (abandoned)": timeouts, "re-runs after timeout": after_timeout,
         "states": dict(states), "completed set": in_completed, "dead": states["dead"],
         "stream entries added": int(stream["entries-added"]),
         "floor outcomes": dict(floor_outcomes), "bucket entries": sum(in_bucket.values()),
@@ -420,41 +469,67 @@ def books(soak: Soak, seed: int, settled: bool, folded: bool) -> dict[str, Any]:
     }
 
 
-@pytest.mark.timeout(120)
-def test_the_books_balance_after_kills_a_restart_and_an_s3_outage(
-        private_server: EmbeddedValkey, seaweed: SeaweedS3, executor: str, tmp_path: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
+def soak_once(server: EmbeddedValkey, seaweed: SeaweedS3, executor: str, tmp_path: Path,
+              processes: bool) -> dict[str, Any]:
+    """One soak on ``server``: the timeline, the settle, the final folds, the books."""
     seed = int(os.environ.get("EMQ_CHAOS_SEED") or random.randrange(2**32))
     plan = Plan.make(seed)
     queue = f"chaos-{uuid.uuid4().hex[:8]}"
     seaweed.start()  # an earlier soak may have failed mid-outage
-    conn = echomq.connect(private_server.url, executor=executor)  # type: ignore[arg-type]
+    conn = echomq.connect(server.url, executor=executor)  # type: ignore[arg-type]
     remote = remote_on(seaweed, f"chaos-{uuid.uuid4().hex[:12]}", "archive/", retries=1,
                        backoff_s=0.05, timeout_s=2.0)
     declare(conn, queue, archive=remote)  # the bucket is the archive of record
     driver = Driver(conn, tmp_path / "floor", remote, slice_count=500, lease_ms=3000)
-    soak = Soak(private_server, seaweed, conn, queue, executor, tmp_path, remote, driver,
-                random.Random(seed))
+    soak = Soak(server, seaweed, conn, queue, executor, tmp_path, remote, driver,
+                random.Random(seed), processes)
     soak.log_dir.mkdir()
     folding = soak.start_folding()
     try:
-        for _ in range(WORKERS):
+        for _ in range(1 if processes else WORKERS):  # a supervisor runs WORKERS children
             soak.start_worker()
         drive(soak, plan)
         settled = settle(soak)
         soak.stop_workers()
         soak.stop_folding(folding)
         folded = final_folds(soak)
-        figures = books(soak, seed, settled, folded)
+        return books(soak, plan, settled, folded)
     finally:
         soak.stop_folding(folding)
         soak.kill_all()
         driver.close()
         conn.close()
+
+
+def check(figures: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> str:
+    """Print the figures past pytest's capture; assert the books balance."""
     report = "\n".join(f"  {name}: {value}" for name, value in figures.items())
     with capsys.disabled():
-        print(f"\nchaos soak ({executor}):\n{report}")
+        print(f"\nchaos soak ({figures['workers']}, {figures['executor']}):\n{report}")
     assert (figures["jobs"], figures["duplicates"], figures["losses"], figures["dead"],
             figures["settled"], figures["caught up"]) == (JOBS, 0, 0, 0, True, True), report
     assert figures["kills"] >= 4 and figures["restarts"] == 1 and figures["outages"] == 1
     assert figures["fold errors"].get("RemoteUnavailable", 0) >= 1, report  # the outage bit
+    return report
+
+
+@pytest.mark.timeout(120)
+def test_the_books_balance_after_kills_a_restart_and_an_s3_outage(
+        private_server: EmbeddedValkey, seaweed: SeaweedS3, executor: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    check(soak_once(private_server, seaweed, executor, tmp_path, processes=False), capsys)
+
+
+@pytest.mark.timeout(150)
+def test_the_books_balance_with_worker_processes_child_kills_and_timeouts(
+        private_server: EmbeddedValkey, seaweed: SeaweedS3, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The same ride for ``emq worker --processes 3`` (issue 23): the soak kills the
+    supervisor's children instead of whole workers, and 24 jobs of 3,000 block in C on its
+    first attempt past its timeout; the child gives the slot back at timeout plus grace,
+    the job is retried, and the books balance the same way."""
+    figures = soak_once(private_server, seaweed, "scripts", tmp_path, processes=True)
+    report = check(figures, capsys)
+    # a hang job's first attempt may also end in a child the soak kills before its timeout
+    assert figures["timeouts (abandoned)"] >= HANGS // 3, report
+    assert figures["re-runs after timeout"] >= 1, report
