@@ -38,16 +38,13 @@ def list_jobs(
     """Up to ``count`` jobs in ``state`` from position ``start`` (see the module doc for
     each state's order). Rows that vanish between the page and the read are skipped.
     A bad state, start or count raises ``InvalidArgument`` before the wire."""
-    wanted = _state(state)
+    _state(state)
     validate.non_negative_int(start, "start")
     validate.positive_int(count, "count")
     if count > MAX_PAGE:
         raise InvalidArgument(f"count must be at most {MAX_PAGE}, got {count}")
     keys = conn.keys(queue)
-    if wanted is JobState.PENDING:
-        ids = _pending_page(conn, keys, start, count, newest_first)
-    else:
-        ids = _page(conn, _set_of(keys, wanted), start, count, newest_first)
+    ids = page_ids(conn, queue, state, start=start, count=count, newest_first=newest_first)
     if not ids:
         return []
     pipe = conn.redis.pipeline(transaction=False)
@@ -55,6 +52,18 @@ def list_jobs(
         pipe.hgetall(keys.job(job_id))
     rows = cast(list[dict[str, str]], pipe.execute())
     return [Job.from_row(job_id, row) for job_id, row in zip(ids, rows, strict=True) if row]
+
+
+def page_ids(conn: Connection, queue: str, state: str, *, start: int, count: int,
+             newest_first: bool = True) -> list[str]:
+    """The ids of :func:`list_jobs`'s page, without their rows: a caller that reads only
+    some fields (the dashboard's search: ``HMGET``) pages the same order. Unchecked
+    ``start``/``count`` (the caller bounds them)."""
+    wanted = _state(state)
+    keys = conn.keys(queue)
+    if wanted is JobState.PENDING:
+        return _pending_page(conn, keys, start, count, newest_first)
+    return _page(conn, _set_of(keys, wanted), start, count, newest_first)
 
 
 def _set_of(keys: Keys, state: JobState) -> str:
