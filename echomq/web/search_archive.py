@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from echomq.errors import InvalidArgument
-from echomq.web.search_live import EXCERPT, MATCHES, SCAN_BOUND, LivePage, PayloadMatch
+from echomq.web.search_live import MATCHES, SCAN_BOUND, LivePage, PayloadMatch, shown
 
 if TYPE_CHECKING:
     from echomq.archive.entries import ArchivedEntry
@@ -98,8 +98,7 @@ def search(floor: Floor, query: ArchiveQuery) -> ArchivePage:
 
 
 def _row(entry: ArchivedEntry) -> dict[str, Any]:
-    return {"queue": entry.queue, "id": entry.job_id, "name": entry.name,
-            "state": entry.outcome.value, "created_at": entry.created_at,
-            "finished_at": entry.at, "attempts": entry.attempts, "payload": entry.payload,
-            "excerpt": None if entry.payload is None else entry.payload[:EXCERPT],
-            "stream_id": entry.stream_id}
+    return shown({"queue": entry.queue, "id": entry.job_id, "name": entry.name,
+                  "state": entry.outcome.value, "created_at": entry.created_at,
+                  "finished_at": entry.at, "attempts": entry.attempts,
+                  "payload": entry.payload, "excerpt": None, "stream_id": entry.stream_id})

@@ -14,6 +14,7 @@ never spends a script's time on a search.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,11 +47,13 @@ class PayloadMatch:
     text: str
     json_path: tuple[str, ...] = ()
     json_value: Any = None
+    escaped: str = ""
+    """``text`` as it sits in a stored payload (JSON-escaped, ASCII: ``é`` is ``\\u00e9``)."""
 
     @classmethod
     def parse(cls, given: str, mode: str) -> PayloadMatch:
         if mode == "text":
-            return cls(given)
+            return cls(given, escaped=json.dumps(given)[1:-1])
         if mode != "json":
             raise InvalidArgument(f"match must be text or json, not {mode[:20]!r}")
         key, eq, raw = given.partition("=")
@@ -66,7 +69,7 @@ class PayloadMatch:
         if payload is None:
             return False
         if not self.json_path:
-            return self.text in payload
+            return self.text in payload or self.escaped in payload
         try:
             found: Any = json.loads(payload)
         except ValueError:
@@ -164,7 +167,7 @@ def search(conn: Connection, query: LiveQuery, queues: list[str]) -> LivePage:
                 continue
             row = _row(query.queue, job_id, dict(zip(fields, values, strict=True)))
             if query.keeps(row):
-                page.matches.append(row)
+                page.matches.append(shown(row))
                 if len(page.matches) >= MATCHES:
                     break
         if len(page.matches) >= MATCHES:
@@ -179,8 +182,19 @@ def _row(queue: str, job_id: str, values: dict[str, Any]) -> dict[str, Any]:
     return {"queue": queue, "id": job_id, "name": values["name"], "state": values["state"],
             "created_at": _int(values["created_at"]),
             "finished_at": _int(values["finished_at"]),
-            "attempts": _int(values["attempts"]) or 0, "payload": payload,
-            "excerpt": None if payload is None else payload[:EXCERPT]}
+            "attempts": _int(values["attempts"]) or 0, "payload": payload, "excerpt": None}
+
+
+def shown(row: dict[str, Any]) -> dict[str, Any]:
+    """A matching row with its payload's first :data:`EXCERPT` characters as a person
+    reads them (stored payloads are ASCII JSON: ``\\u00e9`` shows as ``é``)."""
+    payload = row["payload"]
+    if payload is not None:
+        with contextlib.suppress(ValueError):
+            payload = json.dumps(json.loads(payload), ensure_ascii=False,
+                                 separators=(",", ":"))
+        row["excerpt"] = payload[:EXCERPT]
+    return row
 
 
 def _by_id(conn: Connection, query: LiveQuery, queues: list[str]) -> LivePage:
@@ -196,8 +210,8 @@ def _by_id(conn: Connection, query: LiveQuery, queues: list[str]) -> LivePage:
                     rows_read=len(names), scanned=len(names), by_id=True)
     for name, values in zip(names, replies, strict=True):
         if values[1] is not None:
-            page.matches.append(_row(name, query.job_id,
-                                     dict(zip((*_FIELDS, "payload"), values, strict=True))))
+            page.matches.append(shown(_row(name, query.job_id, dict(
+                zip((*_FIELDS, "payload"), values, strict=True)))))
     end = query.start + len(names)
     page.next_start = end if not query.queue and end < len(queues) else None
     return page

@@ -122,6 +122,9 @@ def test_search_text_and_payloads_show_as_text(conn: Connection, queue: str) -> 
     assert "<script>alert" not in page.text and "<b>x</b>" not in page.text
     assert "&lt;script&gt;alert(3)&lt;/script&gt;" in page.text
     assert 'data-job="&lt;b&gt;x&lt;/b&gt;"' in page.text
+    echomq.add(conn, queue, {"city": "Zürich \"old\" town"}, job_id="zh")
+    page = web.get("/search", params={"queue": queue, "payload": 'Zürich "old"'})
+    assert hits(page.text) == ["zh"] and "u00fc" not in page.text  # stored as \u00fc
 
 
 def test_the_archive_with_the_same_form(rconn: Connection, queue: str, floor: Floor,
