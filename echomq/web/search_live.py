@@ -1,15 +1,14 @@
 """The dashboard's search over live jobs: by id, name, state, time range and payload.
 
 Bounded and paged: one request reads at most :data:`SCAN_BOUND` rows of one state's
-sorted set, by rank from a cursor (``ZRANGE`` of the ids, then ``HMGET`` of the few fields
-the filters need, pipelined :data:`CHUNK` rows at a time), and says how far it got. The
+sorted set, by rank from a cursor (``ZRANGE`` of the ids), filters them where they are
+(``search_page-1.lua``: one ``HMGET`` per id inside one call, stopping at the
+:data:`MATCHES`-th match, only the matches coming back) and says how far it got. The
 next page starts where this one stopped; a queue of a million jobs costs the same per
 request as one of a thousand. A search of finished jobs by finish time reads only the
-score range (``ZRANGE ... BYSCORE``), whose ``ZCOUNT`` is the total.
-
-The rows are filtered here rather than by a Lua script: the same two round trips per
-chunk on both executors and on a Cluster (every key in the queue's slot), and the server
-never spends a script's time on a search.
+score range (``ZRANGE ... BYSCORE``), whose ``ZCOUNT`` is the total. A ``key=value``
+match is narrowed on the server by the value's text, then checked on the parsed JSON
+here.
 """
 
 from __future__ import annotations
@@ -22,13 +21,11 @@ from typing import Any
 import echomq
 from echomq.errors import InvalidArgument
 from echomq.queue.connection import Connection
-from echomq.queue.listing import page_ids
+from echomq.queue.listing import page_ids, search_page
 
 SCAN_BOUND = 1000
 """The most job rows one search request reads (its cost is bounded by this, not by the
 queue's size)."""
-CHUNK = 250
-"""Rows read per pipeline: a page that found its matches early stops reading."""
 MATCHES = 50
 """The most matches one page shows; the next page starts after the last one."""
 QUEUE_BOUND = 1000
@@ -65,6 +62,15 @@ class PayloadMatch:
             value = raw
         return cls(given, tuple(key.strip().split(".")), value)
 
+    @property
+    def prefilter(self) -> str:
+        """Text every payload a JSON match keeps holds as stored (the value's compact,
+        ASCII JSON), for the server to filter on first; '' for an object or a list (their
+        keys may be stored in another order)."""
+        if isinstance(self.json_value, dict | list):
+            return ""
+        return json.dumps(self.json_value, separators=(",", ":"))
+
     def matches(self, payload: str | None) -> bool:
         if payload is None:
             return False
@@ -98,17 +104,6 @@ class LiveQuery:
     until: int | None = None
     payload: PayloadMatch | None = None
     start: int = 0
-
-    def keeps(self, row: dict[str, Any]) -> bool:
-        """Whether a row read by :func:`search` passes every filter."""
-        if self.name and self.name not in (row["name"] or ""):
-            return False
-        if self.since is not None or self.until is not None:
-            when = row["finished_at" if self.time_of == "finished" else "created_at"]
-            if when is None or (self.since is not None and when < self.since) or (
-                    self.until is not None and when >= self.until):
-                return False
-        return self.payload is None or self.payload.matches(row["payload"])
 
 
 @dataclass
@@ -152,28 +147,21 @@ def search(conn: Connection, query: LiveQuery, queues: list[str]) -> LivePage:
     else:
         total = int(getattr(echomq.counts(conn, query.queue), query.state))
         ids = page_ids(conn, query.queue, query.state, start=query.start, count=SCAN_BOUND)
-    page = LivePage(total=total, start=query.start)
-    fields = (*_FIELDS, "payload") if query.payload is not None else _FIELDS
-    for at in range(0, len(ids), CHUNK):
-        chunk = ids[at:at + CHUNK]
-        pipe = conn.redis.pipeline(transaction=False)
-        for job_id in chunk:
-            pipe.hmget(keys.job(job_id), fields)
-        replies = pipe.execute()
-        page.rows_read += len(chunk)
-        for job_id, values in zip(chunk, replies, strict=True):
-            page.scanned += 1
-            if values[1] is None:  # the row went away between the page and the read
-                continue
-            row = _row(query.queue, job_id, dict(zip(fields, values, strict=True)))
-            if query.keeps(row):
-                page.matches.append(shown(row))
-                if len(page.matches) >= MATCHES:
-                    break
-        if len(page.matches) >= MATCHES:
-            break
-    end = query.start + page.scanned
-    page.next_start = end if end < total and page.scanned else None
+    match = query.payload
+    exact = match is not None and bool(match.json_path)
+    needle, escaped = ("", "") if match is None else (
+        (match.prefilter, "") if exact else (match.text, match.escaped))
+    timed = query.since is not None or query.until is not None
+    scanned, rows = search_page(
+        conn, query.queue, query.state, ids, name=query.name or "", needle=needle,
+        escaped=escaped, most=MATCHES, payload_chars=None if exact else EXCERPT * 6,
+        time_field=("finished_at" if query.time_of == "finished" else "created_at")
+        if timed and not by_score else "", since=query.since, until=query.until)
+    page = LivePage(total=total, start=query.start, scanned=scanned, rows_read=len(ids))
+    page.matches = [shown(_row(query.queue, str(r["id"]), r)) for r in rows
+                    if not exact or (match is not None and match.matches(r["payload"]))]
+    end = query.start + scanned
+    page.next_start = end if end < total and scanned else None
     return page
 
 
