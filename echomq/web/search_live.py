@@ -50,7 +50,8 @@ class PayloadMatch:
     @classmethod
     def parse(cls, given: str, mode: str) -> PayloadMatch:
         if mode == "text":
-            return cls(given, escaped=json.dumps(given)[1:-1])
+            escaped = json.dumps(given)[1:-1]
+            return cls(given, escaped="" if escaped == given else escaped)
         if mode != "json":
             raise InvalidArgument(f"match must be text or json, not {mode[:20]!r}")
         key, eq, raw = given.partition("=")
@@ -75,7 +76,7 @@ class PayloadMatch:
         if payload is None:
             return False
         if not self.json_path:
-            return self.text in payload or self.escaped in payload
+            return self.text in payload or bool(self.escaped) and self.escaped in payload
         try:
             found: Any = json.loads(payload)
         except ValueError:
@@ -118,7 +119,7 @@ class LivePage:
     start: int = 0
     next_start: int | None = None
     rows_read: int = 0
-    """Job rows read from the server (``HMGET``, or ``EXISTS`` by id): at most the bound."""
+    """Job rows read on the server (one ``HMGET`` each): at most the bound."""
     by_id: bool = False
 
 
