@@ -109,15 +109,36 @@ def rows(jobs: int = 1_000_000, runs: int = 5, console: Console | None = None
                 "dead letters (newest 50)": f"/queues/{QUEUE}?state=dead",
                 "one job": f"/queues/{QUEUE}/jobs/j{jobs // 3}",
             }
+            search = f"/search?queue={QUEUE}&state=pending&payload=%22n%22%3A-1"
+            pages["search by payload (1,000 rows scanned)"] = search
             label = f"dashboard ({jobs:,} jobs in one queue)"
             try:
                 return [(f"{label}: {name} (ms, median of {runs})",
                          f"{timed(web, url, runs):.1f}") for name, url in pages.items()] + [
-                    (f"{label}: the overview lists the queue after (s)", f"{found_s:.1f}")]
+                    (f"{label}: the overview lists the queue after (s)", f"{found_s:.1f}"),
+                    *search_cost(conn, web, search, label)]
             finally:
                 web.__exit__(None, None, None)
         finally:
             valkey.cleanup()
+
+
+def search_cost(conn: Connection, web: TestClient, url: str, label: str
+                ) -> list[tuple[str, str]]:
+    """What one payload search request costs the server: the commands it sent, from
+    ``INFO commandstats`` before and after (rows read are its ``HMGET`` calls)."""
+    def calls() -> dict[str, int]:
+        stats = conn.redis.info("commandstats")
+        return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()}
+
+    before = calls()
+    assert web.get(url).status_code == 200
+    after = calls()
+    sent = {k: n - before.get(k, 0) for k, n in after.items() if n - before.get(k, 0)}
+    sent.pop("info", None)
+    return [(f"{label}: one payload search, rows read (HMGET)", str(sent.get("hmget", 0))),
+            (f"{label}: one payload search, commands in all",
+             f"{sum(sent.values())} ({', '.join(f'{k} {n}' for k, n in sorted(sent.items()))})")]
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ import importlib
 import json
 import os
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -188,15 +189,21 @@ class QueryResult:
 
     columns: list[str]
     rows: list[tuple[Any, ...]]
+    truncated: bool = False
+    """More rows than ``max_rows`` came back: ``rows`` holds the first ones."""
 
     def to_dicts(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
 
 
 def query(floor: Floor, sql: str, *, external_access: bool = False,
-          progress: Tick | None = None) -> QueryResult:
+          progress: Tick | None = None, max_rows: int | None = None,
+          timeout_s: float | None = None, memory_mb: int | None = None) -> QueryResult:
     """Run ``sql`` over the view ``outcomes`` of every queue in the floor (DuckDB);
-    ``progress`` is told how many entries were read into the view.
+    ``progress`` is told how many entries were read into the view. ``max_rows`` keeps
+    the first rows (``truncated`` says more came), ``timeout_s`` interrupts the query
+    (:class:`QueryFailed`) and ``memory_mb`` caps DuckDB's memory: the dashboard's SQL
+    box runs someone else's query with all three.
 
     The view is built per call from the floor's entries. The SQL runs locked down unless
     ``external_access`` is True: no file is read or written (``read_csv``, ``COPY ... TO``),
@@ -208,15 +215,29 @@ def query(floor: Floor, sql: str, *, external_access: bool = False,
     duckdb = _need("duckdb")
     db = _load(floor, floor.queues(), None, None, progress)
     try:
+        if memory_mb is not None:
+            db.execute(f"SET memory_limit = '{int(memory_mb)}MB'")
         if not external_access:
             for statement in _LOCKDOWN:
                 db.execute(statement)
+        timer = threading.Timer(timeout_s, db.interrupt) if timeout_s is not None else None
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
         try:
             cursor = db.execute(sql)
             columns = [d[0] for d in cursor.description or ()]
-            return QueryResult(columns, [tuple(row) for row in cursor.fetchall()])
+            if max_rows is None:
+                return QueryResult(columns, [tuple(row) for row in cursor.fetchall()])
+            got = [tuple(row) for row in cursor.fetchmany(max_rows + 1)]
+            return QueryResult(columns, got[:max_rows], truncated=len(got) > max_rows)
+        except duckdb.InterruptException as exc:
+            raise QueryFailed(f"the query ran past {timeout_s:g} s and was stopped") from exc
         except duckdb.Error as exc:
             raise QueryFailed(f"the query failed: {exc}") from exc
+        finally:
+            if timer is not None:
+                timer.cancel()
     finally:
         db.close()
 

@@ -23,7 +23,7 @@ import echomq
 from echomq.archive import declare
 from echomq.jobs.settle import Settlement
 from echomq.models import ClaimedJob
-from echomq.queue import registry
+from echomq.queue import listing, registry
 from echomq.queue.listen import mark_listening
 from echomq.queue.retention import purge_counted
 from echomq.queue.transitions import intake
@@ -106,6 +106,15 @@ def shape(reply: Any) -> Any:
     if isinstance(reply, dict):  # a row: its errors and log lines carry server times
         return {k: timeless(v) if k in ("errors", "logs") else v for k, v in reply.items()}
     return reply
+
+
+def searched(conn: echomq.Connection, queue: str) -> Any:
+    """search_page over pending's newest ids: how many it examined, and its matches
+    without their creation times (server times)."""
+    ids = listing.page_ids(conn, queue, "pending", start=0, count=10)
+    scanned, rows = listing.search_page(conn, queue, "pending", ids, needle='"n"', most=2,
+                                        payload_chars=None)
+    return [scanned, [{k: v for k, v in r.items() if k != "created_at"} for r in rows]]
 
 
 def scenario(conn: echomq.Connection, queue: str) -> Record:
@@ -267,6 +276,7 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     s("list pending", lambda: echomq.list_jobs(conn, q, "pending", count=3))
     s("list completed oldest", lambda: echomq.list_jobs(conn, q, "completed",
                                                         newest_first=False))
+    s("search page", lambda: searched(conn, q))
     s("purge completed keep 1", lambda: echomq.purge(conn, q, "completed", keep=1))
     s("purge dead", lambda: echomq.purge(conn, q, "dead"))
     # retention on a declared queue: nothing unfolded goes, by purge or by complete's keep
