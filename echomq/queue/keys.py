@@ -153,6 +153,11 @@ class Keys:
     def lane(self, group: str) -> str:
         return self.base + "lane:" + check_name(group, "group")
 
+    def dedup(self, dedup_id: str) -> str:
+        """The hold of a dedup id (``add(..., dedup_id=...)``): which job holds it, in
+        which mode; gated like a job id (no empty id, no ``{}:``, at most 200 bytes)."""
+        return self.base + "dedup:" + check_name(dedup_id, "dedup id")
+
     def _key(self, suffix: str) -> str:
         return self.base + suffix
 
