@@ -253,3 +253,20 @@ def test_aio_a_task_and_emq_show_use_it(conn: Connection, queue: str) -> None:
     shown = CliRunner().invoke(main, ["--url", conn.url, "--executor", conn.executor_name,
                                       "show", "-q", queue, sent], catch_exceptions=False)
     assert shown.exit_code == 0 and "user-42-welcome" in shown.output
+
+
+def test_emq_enqueue_deduplicates(conn: Connection, queue: str) -> None:
+    def enqueue(*args: str) -> Any:
+        return CliRunner().invoke(main, ["--url", conn.url, "--executor", conn.executor_name,
+                                         "enqueue", "-q", queue, *args])
+
+    first = enqueue('{"n": 1}', "--dedup-id", "nightly", "--dedup-mode", "ttl",
+                    "--dedup-ttl", "1h")
+    assert first.exit_code == 0, first.output
+    again = enqueue('{"n": 2}', "--dedup-id", "nightly", "--json")
+    assert again.exit_code == 0 and again.output.strip() == f'{{"ids": ["{first.output.strip()}"]}}'
+    refused = enqueue("1", "2", "--dedup-id", "nightly")
+    assert refused.exit_code == 2 and "one dedup id for 2 payloads" in refused.output
+    refused = enqueue("1", "--dedup-mode", "ttl", "--dedup-id", "x")
+    assert refused.exit_code == 1 and "needs dedup_ttl_ms" in refused.output
+    assert echomq.counts(conn, queue).pending == 1
