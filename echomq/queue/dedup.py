@@ -21,7 +21,8 @@ deduplication (simple, throttle, debounce):
   ``keepLastIfActive``, not offered here). ``dedup_ttl_ms`` is an upper bound re-armed by
   each replacing add.
 
-The hold's mode decides, whatever a later add asks. Purging a finished row frees nothing:
+The hold's mode decides, whatever a later add asks. A dead job that ``retry_dead`` brings
+back runs without its hold (freed when it died). Purging a finished row frees nothing:
 the hold was freed when the job finished, and a hold names its job, so freeing never
 touches a hold a newer job took since.
 """
