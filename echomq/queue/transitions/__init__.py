@@ -18,5 +18,6 @@ documents):
 - ``steering``: ``cancel``, ``pause``, ``resume``, ``promote``, ``group_limit``,
   ``retry_dead``;
 - ``removals``: ``purge`` (retention), ``drain``, ``obliterate``;
+- ``dedup``: ``add_dedup`` (an add under a dedup id);
 - ``folding``: the archive's fold lease (``fold_acquire`` ... ``fold_mark``).
 """
