@@ -29,6 +29,7 @@ local function emq_dedup_take(p, dk, id, did, mode, ttl)
   redis.call('HSET', dk, 'job', id, 'mode', mode)
   if ttl then redis.call('PEXPIRE', dk, ttl) end
   redis.call('HSET', p .. 'job:' .. id, 'dedup', did)
+  redis.call('SET', p .. 'dedup-on', '1')
 end
 
 -- debounce: the holding job `id`, when it is still pending or scheduled, gets the new
@@ -50,6 +51,13 @@ local function emq_dedup_replace(p, pending, scheduled, id, body, delay, now)
     emq_make_pending(p, id, emq_score(row[3], seq), row[2])
   end
   return true
+end
+
+-- has this queue ever taken a dedup hold? (the key `dedup-on`, set with the first hold,
+-- gone with the queue): a settle of many jobs asks once, so a queue that never
+-- deduplicates pays one EXISTS per call, not one HGET per job
+local function emq_dedup_on(p)
+  return redis.call('EXISTS', p .. 'dedup-on') == 1
 end
 
 -- hook: the job `id` finished (completed, cancelled, dead) or is being forgotten before
