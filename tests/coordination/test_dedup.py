@@ -22,6 +22,7 @@ from echomq.cli import main
 from echomq.jobs.settle import complete_cancelled
 from echomq.queue.connection import Connection
 from tests.support.waits import server_ms, wait_lapsed, wait_until
+from tests.web.test_routes import client
 
 LONG = 60_000
 RACERS = 20
@@ -253,6 +254,9 @@ def test_aio_a_task_and_emq_show_use_it(conn: Connection, queue: str) -> None:
     shown = CliRunner().invoke(main, ["--url", conn.url, "--executor", conn.executor_name,
                                       "show", "-q", queue, sent], catch_exceptions=False)
     assert shown.exit_code == 0 and "user-42-welcome" in shown.output
+    page = client(conn).get("/job", params={"queue": queue, "job": ids[0]})
+    assert page.status_code == 200
+    assert '<td id="job-dedup">a (4 debounced)</td>' in page.text
 
 
 def test_emq_enqueue_deduplicates(conn: Connection, queue: str) -> None:
