@@ -144,6 +144,10 @@ class Job:
     """Each failed attempt's error, oldest first (the last 10 attempts)."""
     logs: list[LogLine] = field(default_factory=list)
     """Its ``job.log`` lines, oldest first (the last 100 lines, 64 KiB)."""
+    dedup_id: str | None = None
+    """The dedup id it was added under (``add(..., dedup_id=...)``); None when none."""
+    debounced: int = 0
+    """How many debounce adds replaced its payload while it waited."""
 
     @property
     def cancelled(self) -> bool:
@@ -183,6 +187,8 @@ class Job:
             cancel_reason=cancel_reason,
             errors=attempt_errors(row.get("errors")),
             logs=log_lines(row.get("logs")),
+            dedup_id=row.get("dedup"),
+            debounced=num("debounced") or 0,
         )
 
 

@@ -14,6 +14,7 @@ from echomq import tracing
 from echomq.aio.connection import AsyncConnection
 from echomq.models import Job
 from echomq.queue.admin import job_of
+from echomq.queue.dedup import DedupMode
 from echomq.queue.enqueue import DEFAULT_MAX_ATTEMPTS, AddPlan, plan_add, plan_add_many
 from echomq.queue.transitions import intake, steering
 from echomq.queue.transitions.steering import CancelOutcome
@@ -21,14 +22,19 @@ from echomq.queue.transitions.steering import CancelOutcome
 
 async def add(conn: AsyncConnection, queue: str, payload: Any, *, job_id: str | None = None,
               delay_ms: int = 0, priority: int = 0, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-              group: str | None = None, name: str | None = None) -> str:
-    """:func:`echomq.add`, awaited: enqueue one job, its id (idempotent with ``job_id``).
+              group: str | None = None, name: str | None = None,
+              dedup_id: str | None = None, dedup_ttl_ms: int | None = None,
+              dedup_mode: DedupMode = "until_done") -> str:
+    """:func:`echomq.add`, awaited: enqueue one job, its id (idempotent with ``job_id``,
+    deduplicated with ``dedup_id``: the same modes, gates and call).
 
-    Adds that coroutines make in the same turn of the event loop share one round trip."""
+    Adds that coroutines make in the same turn of the event loop share one round trip
+    (a deduplicated add is sent on its own)."""
     plan = plan_add(conn.keys(queue), conn.payload_limit, payload, job_id=job_id,
                     delay_ms=delay_ms, priority=priority, max_attempts=max_attempts,
-                    group=group, name=name)
-    if tracing.current() is not None:  # a span and a trace context of its own
+                    group=group, name=name, dedup_id=dedup_id, dedup_ttl_ms=dedup_ttl_ms,
+                    dedup_mode=dedup_mode)
+    if tracing.current() is not None or plan.dedup is not None:  # a call of its own
         return (await _send(conn, queue, plan))[0]
     # sent with the other adds of this turn of the event loop (echomq.aio.batch)
     return await conn.adds.add(plan.keys, plan.options, (job_id or "", plan.bodies[0]))
@@ -37,12 +43,13 @@ async def add(conn: AsyncConnection, queue: str, payload: Any, *, job_id: str | 
 async def add_many(conn: AsyncConnection, queue: str, payloads: Iterable[Any], *,
                    job_ids: Iterable[str] | None = None, delay_ms: int = 0,
                    priority: int = 0, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-                   group: str | None = None, name: str | None = None) -> list[str]:
+                   group: str | None = None, name: str | None = None,
+                   dedup_id: str | None = None) -> list[str]:
     """:func:`echomq.add_many`, awaited: one round trip per 1,000 jobs, every payload
-    checked before the first is sent."""
+    checked before the first is sent (``dedup_id`` refused, as there)."""
     plan = plan_add_many(conn.keys(queue), conn.payload_limit, payloads, job_ids=job_ids,
                          delay_ms=delay_ms, priority=priority, max_attempts=max_attempts,
-                         group=group, name=name)
+                         group=group, name=name, dedup_id=dedup_id)
     return await _send(conn, queue, plan)
 
 

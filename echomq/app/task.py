@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 from echomq.app.calls import call_payload
 from echomq.errors import InvalidArgument
 from echomq.queue import validate
+from echomq.queue.dedup import DedupMode
 from echomq.queue.enqueue import add, add_many
 from echomq.queue.keys import check_name
 from echomq.worker.retry import BackoffSpec, RetryPolicy, check_backoff
@@ -62,16 +63,20 @@ class Task(Generic[P, R]):
                      *, delay_ms: int = 0, job_id: str | None = None,
                      priority: int | None = None, group: str | None = None,
                      max_attempts: int | None = None, backoff: BackoffSpec | None = None,
-                     timeout_s: float | None = None, queue: str | None = None) -> str:
+                     timeout_s: float | None = None, queue: str | None = None,
+                     dedup_id: str | None = None, dedup_ttl_ms: int | None = None,
+                     dedup_mode: DedupMode = "until_done") -> str:
         """:meth:`enqueue` with per-job options: a delay, an id (idempotent: an existing
         id is returned unchanged), a priority, a group lane, the tries, backoff and
         timeout of this job alone (an ``echomq.Backoff`` or ``echomq.Fixed``; seconds),
-        another queue."""
+        another queue, a dedup id (``echomq.add``'s deduplication: while a job holds it,
+        the holder's id is returned and nothing is added)."""
         target, payload, options = self._job(args, kwargs, delay_ms=delay_ms, job_id=job_id,
                                              priority=priority, group=group,
                                              max_attempts=max_attempts, backoff=backoff,
                                              timeout_s=timeout_s, queue=queue)
-        return add(self.app.conn, target, payload, **options)
+        return add(self.app.conn, target, payload, dedup_id=dedup_id,
+                   dedup_ttl_ms=dedup_ttl_ms, dedup_mode=dedup_mode, **options)
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """:meth:`enqueue`, awaited (``echomq.aio``, on the App's :meth:`~echomq.App.aconn`)."""
@@ -82,7 +87,9 @@ class Task(Generic[P, R]):
                             job_id: str | None = None, priority: int | None = None,
                             group: str | None = None, max_attempts: int | None = None,
                             backoff: BackoffSpec | None = None,
-                            timeout_s: float | None = None, queue: str | None = None) -> str:
+                            timeout_s: float | None = None, queue: str | None = None,
+                            dedup_id: str | None = None, dedup_ttl_ms: int | None = None,
+                            dedup_mode: DedupMode = "until_done") -> str:
         """:meth:`enqueue_with`, awaited: the same options, checked before the wire."""
         from echomq.aio.verbs import add as aadd
 
@@ -90,7 +97,8 @@ class Task(Generic[P, R]):
                                              priority=priority, group=group,
                                              max_attempts=max_attempts, backoff=backoff,
                                              timeout_s=timeout_s, queue=queue)
-        return await aadd(await self.app.aconn(), target, payload, **options)
+        return await aadd(await self.app.aconn(), target, payload, dedup_id=dedup_id,
+                          dedup_ttl_ms=dedup_ttl_ms, dedup_mode=dedup_mode, **options)
 
     def _job(self, args: Sequence[Any], kwargs: Mapping[str, Any] | None, *, delay_ms: int,
              job_id: str | None, priority: int | None, group: str | None,

@@ -45,6 +45,10 @@ def job_dict(job: Job) -> dict[str, Any]:
         out["cancel_reason"] = job.cancel_reason
     if "progress" in job.raw:
         out["progress"] = job.progress
+    if job.dedup_id is not None:
+        out["dedup_id"] = job.dedup_id
+        if job.debounced:
+            out["debounced"] = job.debounced
     out |= {"created_at": _when(job.created_at), "claimed_at": _when(job.claimed_at),
             "finished_at": _when(job.finished_at), "entry": job.entry}
     return out

@@ -8,7 +8,8 @@ import click
 
 import echomq
 from echomq.cli.app import as_click_error, connect, emit, json_argument
-from echomq.cli.durations import DURATION
+from echomq.cli.durations import DURATION, POSITIVE_DURATION
+from echomq.queue.dedup import DedupMode
 
 
 @click.command()
@@ -23,11 +24,19 @@ from echomq.cli.durations import DURATION
 @click.option("--priority", type=click.IntRange(0, 1023), default=0, show_default=True,
               help="0 runs first.")
 @click.option("--max-attempts", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--dedup-id", default=None, help="Deduplicate (one payload only): while a job "
+              "holds this id, nothing is added and its id is printed.")
+@click.option("--dedup-mode", type=click.Choice(["until_done", "ttl", "debounce"]),
+              default="until_done", show_default=True,
+              help="How long the id is held (see echomq.add).")
+@click.option("--dedup-ttl", "dedup_ttl_ms", type=POSITIVE_DURATION, default=None,
+              help="The hold's TTL (required by --dedup-mode ttl; else an upper bound).")
 @click.option("--json", "as_json", is_flag=True, help="Print {\"ids\": [...]}.")
 @click.pass_context
 def enqueue(ctx: click.Context, queue: str, payloads: tuple[str, ...], job_id: str | None,
             name: str | None, group: str | None, delay_ms: int, priority: int,
-            max_attempts: int, as_json: bool) -> None:
+            max_attempts: int, dedup_id: str | None, dedup_mode: DedupMode,
+            dedup_ttl_ms: int | None, as_json: bool) -> None:
     """Add jobs; each PAYLOAD is JSON text ('null' for none). Prints each new job's id.
 
     With no PAYLOAD, or PAYLOAD "-", the payloads come from stdin: one JSON document, or
@@ -41,6 +50,21 @@ def enqueue(ctx: click.Context, queue: str, payloads: tuple[str, ...], job_id: s
     if job_id is not None and len(bodies) > 1:
         raise click.BadParameter(f"one id for {len(bodies)} payloads: give one payload",
                                  param_hint="--job-id")
+    if dedup_id is not None or dedup_ttl_ms is not None or dedup_mode != "until_done":
+        if len(bodies) > 1:
+            raise click.BadParameter(f"one dedup id for {len(bodies)} payloads: give one "
+                                     "payload", param_hint="--dedup-id")
+        conn = connect(ctx)
+        with as_click_error():
+            ids = [echomq.add(conn, queue, bodies[0], job_id=job_id, delay_ms=delay_ms,
+                              priority=priority, max_attempts=max_attempts, group=group,
+                              name=name, dedup_id=dedup_id, dedup_ttl_ms=dedup_ttl_ms,
+                              dedup_mode=dedup_mode)]
+        if as_json:
+            emit({"ids": ids}, True)
+        else:
+            click.echo(ids[0])
+        return
     conn = connect(ctx)
     with as_click_error():
         ids = echomq.add_many(conn, queue, bodies, job_ids=None if job_id is None else [job_id],

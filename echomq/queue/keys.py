@@ -153,6 +153,17 @@ class Keys:
     def lane(self, group: str) -> str:
         return self.base + "lane:" + check_name(group, "group")
 
+    def dedup(self, dedup_id: str) -> str:
+        """The hold of a dedup id (``add(..., dedup_id=...)``): which job holds it, in
+        which mode; gated like a job id (no empty id, no ``{}:``, at most 200 bytes)."""
+        return self.base + "dedup:" + check_name(dedup_id, "dedup id")
+
+    @cached_property
+    def dedup_on(self) -> str:
+        """Set with the queue's first dedup hold: a settle frees holds only then (one
+        EXISTS a call, so a queue that never deduplicates pays nothing per job)."""
+        return self._key("dedup-on")
+
     def _key(self, suffix: str) -> str:
         return self.base + suffix
 

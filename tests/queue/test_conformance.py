@@ -335,6 +335,7 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     s("cron fire later", lambda: fire_queue(conn, q, now=CRON_NOW + 60_000))
     s("unschedule", lambda: echomq.unschedule(conn, q, "tick"))
     s("unschedule again", lambda: echomq.unschedule(conn, q, "tick"))
+    dedup_steps(conn, q, s)
     bulk_steps(conn, q, s)
     return rec
 
@@ -351,6 +352,22 @@ def _stable(found: echomq.Schedule) -> tuple[Any, ...]:
 def _fire(conn: echomq.Connection, q: str, fire: intake.CronFire) -> str | None:
     call = intake.cron_fire_call(conn.keys(q), fire)
     return intake.cron_fired(conn.executor.run(*call), fire.name)
+
+
+def dedup_steps(conn: echomq.Connection, q: str,
+                s: Callable[[str, Callable[[], Any]], Any]) -> None:
+    """add_dedup: a hold taken, answered, debounced, and freed by a settle."""
+    s("add dedup", lambda: echomq.add(conn, q, {"u": 1}, job_id="u1", dedup_id="u",
+                                      dedup_mode="debounce", delay_ms=LONG))
+    s("add dedup again", lambda: echomq.add(conn, q, {"u": 2}, dedup_id="u",
+                                            dedup_mode="debounce"))
+    s("add dedup ttl", lambda: echomq.add(conn, q, {"t": 1}, job_id="t1", dedup_id="t",
+                                          dedup_mode="ttl", dedup_ttl_ms=LONG))
+    s("add dedup held", lambda: echomq.add(conn, q, {"t": 2}, dedup_id="t",
+                                           dedup_mode="ttl", dedup_ttl_ms=LONG))
+    s("remove dedup", lambda: echomq.remove_job(conn, q, "u1"))
+    s("add dedup freed", lambda: echomq.add(conn, q, {"u": 3}, job_id="u2", dedup_id="u",
+                                            delay_ms=LONG))
 
 
 def bulk_steps(conn: echomq.Connection, q: str, s: Callable[[str, Callable[[], Any]], Any]

@@ -10,7 +10,8 @@
    -1 no such row
    -6 any other state (completed, dead): nothing changes
   One read and one decision in one call: a job claimed an instant before is signalled,
-  never refused as no longer removable. ]]
+  never refused as no longer removable.
+  Dedup: a removed job frees the dedup id it holds (emq_dedup_release, _lib_dedup.lua). ]]
 local p = ARGV[1]
 local row = redis.call('HMGET', KEYS[3], 'state', 'group')
 local state = row[1]
@@ -19,6 +20,7 @@ if not state then
   code = -1
 elseif state == 'pending' or state == 'scheduled' then
   emq_unqueue(p, KEYS[1], KEYS[2], ARGV[2], row[2])
+  emq_dedup_release(p, ARGV[2])
   redis.call('DEL', KEYS[3])
   code = 1
 elseif state == 'active' then

@@ -16,7 +16,9 @@
   Recording never fails on what other writers put in the stream: each entry's id is of
   this call's millisecond, and an outside entry with an id from the future (up to the
   largest, which would refuse every XADD) is first set aside to `foreign` (emq_xadd,
-  _lib.lua), so a settled job is never missing from the recorded history. ]]
+  _lib.lua), so a settled job is never missing from the recorded history.
+  Dedup: a settled job frees the dedup id it holds (emq_dedup_release, _lib_dedup.lua;
+  one EXISTS a call when the queue never used a dedup id). ]]
 local p = ARGV[1]
 local now = emq_now()
 local ids = {}
@@ -26,6 +28,7 @@ local held = redis.call('ZMSCORE', KEYS[1], unpack(ids))
 local recording, with_payload = emq_recording(p, ARGV[2])
 local codes = {}
 local done = {}
+local dedup_on = emq_dedup_on(p)
 local finished = {}
 local outcomes = {}
 local tally = {}
@@ -45,6 +48,7 @@ for n, id in ipairs(ids) do
   end
   if code == 1 then
     done[id] = true
+    if dedup_on then emq_dedup_release(p, id) end
     if recording then
       local recorded = result
       if outcome == 'cancelled' then recorded = string.sub(result, 11) end

@@ -9,7 +9,8 @@
   A lane this call empties leaves the ring and `groups` (so a group with no job left is
   forgotten; an old queue's stale members go on a drain's pass, too). Active, completed
   and dead jobs are untouched: an active grouped job settles as usual and its group finds
-  an empty lane. ]]
+  an empty lane.
+  Dedup: each removed job frees the dedup id it holds (emq_dedup_release, _lib_dedup.lua). ]]
 local p = ARGV[1]
 local budget = tonumber(ARGV[2])
 local pos = ARGV[3]
@@ -22,6 +23,7 @@ local function take(set)
   if #ids == 0 then return 0 end
   local rows = {}
   for i, id in ipairs(ids) do rows[i] = p .. 'job:' .. id end
+  for _, id in ipairs(ids) do emq_dedup_release(p, id) end
   redis.call('DEL', unpack(rows))
   redis.call('ZREMRANGEBYRANK', set, 0, #ids - 1)
   budget = budget - #ids

@@ -26,7 +26,8 @@
   Recording never fails on what other writers put in the stream: each entry's id is of
   this call's millisecond, and an outside entry with an id from the future (up to the
   largest, which would refuse every XADD) is first set aside to `foreign` (emq_xadd,
-  _lib.lua), so a settled job is never missing from the recorded history. ]]
+  _lib.lua), so a settled job is never missing from the recorded history.
+  Dedup: a dead job frees the dedup id it holds (emq_dedup_release, _lib_dedup.lua). ]]
 local p = ARGV[1]
 local id = ARGV[2]
 local jk = p .. 'job:' .. id
@@ -76,6 +77,7 @@ if ARGV[8] ~= '1' and tries < tonumber(row[2]) then
   return 1
 end
 redis.call('HSET', jk, 'state', 'dead', 'last_error', ARGV[4], 'finished_at', now)
+emq_dedup_release(p, id)
 redis.call('ZADD', KEYS[3], now, id)
 redis.call('HINCRBY', p .. 'metrics:finished', 'dead', 1)
 local recording, with_payload = emq_recording(p, ARGV[7])

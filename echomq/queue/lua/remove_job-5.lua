@@ -4,7 +4,8 @@
   Returns: 1 removed   -1 no such row   -4 in a state that cannot be removed (active)
   A lane this call empties leaves `groups` and the ring.
   A finished job's outcome stays in the outcome stream (and the archive) when recorded.
-  A cancel by id is cancel-3.lua: it removes only a pending or scheduled job. ]]
+  A cancel by id is cancel-3.lua: it removes only a pending or scheduled job.
+  Dedup: a removed job frees the dedup id it holds (emq_dedup_release, _lib_dedup.lua). ]]
 local p = ARGV[1]
 local id = ARGV[2]
 local row = redis.call('HMGET', KEYS[5], 'state', 'group')
@@ -19,5 +20,6 @@ elseif state == 'pending' or state == 'scheduled' then
 else
   return -4
 end
+emq_dedup_release(p, id)
 redis.call('DEL', KEYS[5])
 return 1

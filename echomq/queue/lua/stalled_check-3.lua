@@ -19,7 +19,8 @@
     a ghost is only removed from active and listed nowhere;
     a grouped lapsed row refuses the whole call: 'EMQSTATE stalled lane not native'.
   When someone listens (the `listeners` mark, checked once per call), each dead-letter
-  is told on the job-events channel as 'dead' with the reason 'stalled'. ]]
+  is told on the job-events channel as 'dead' with the reason 'stalled'.
+  Dedup: a dead-letter frees the dedup id it holds (emq_dedup_release, _lib_dedup.lua). ]]
 local p = ARGV[1]
 local maxst = tonumber(ARGV[2])
 local lim = tonumber(ARGV[3])
@@ -50,6 +51,7 @@ local listened = nil
 
 local function dead_letter(jk, id, attempts, created)
   redis.call('HSET', jk, 'state', 'dead', 'last_error', 'stalled', 'finished_at', now)
+  emq_dedup_release(p, id)
   redis.call('ZADD', KEYS[3], now, id)  -- scored by the time it died, as fail does
   redis.call('HINCRBY', p .. 'metrics:finished', 'dead', 1)
   redis.call('HINCRBY', p .. 'metrics:stalls', 'dead_lettered', 1)

@@ -18,6 +18,7 @@ documents):
 - ``steering``: ``cancel``, ``pause``, ``resume``, ``promote``, ``group_limit``,
   ``retry_dead``;
 - ``removals``: ``purge`` (retention), ``drain``, ``obliterate``;
-- ``folding``: the archive's fold lease (``fold_acquire`` ... ``fold_mark``);
-- ``searching``: ``search_page`` (the dashboard's search, read only).
+- ``dedup``: ``add_dedup`` (an add under a dedup id);
+- ``searching``: ``search_page`` (the dashboard's search, read only);
+- ``folding``: the archive's fold lease (``fold_acquire`` ... ``fold_mark``).
 """
