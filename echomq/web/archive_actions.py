@@ -29,6 +29,7 @@ def archived_entry(entry: ArchivedEntry) -> dict[str, Any]:
     run = entry.at - entry.started_at if entry.started_at else None
     return {**entry.to_dict(), "errors": entry.errors_value, "logs": entry.logs_value,
             "payload": None if entry.payload is None else pretty(entry.payload),
+            "name": entry.name,
             "duration_ms": run}
 
 

@@ -131,3 +131,24 @@ def test_the_archive_page_shows_the_last_fold_the_checkpoint_time_and_verify(
     assert re.search(r'<td class="verify"><span class="badge state-completed">ok</span>',
                      cells) and "1 slice(s)" in cells
     assert floor_notes.last_verify(floor, queue)["ok"] is True  # type: ignore[index]
+
+
+def test_the_last_outcome_is_found_from_the_end_of_a_jobs_keys(
+        rconn: Connection, queue: str, floor: Floor) -> None:
+    """What Replay takes (and the page offers it on): the LAST outcome, not a job whose id
+    extends this one's, however many times the job settled."""
+    declare(rconn, queue, payload=True)
+    for job_id, n in (("a", 1), ("a-b", 2), ("b", 3)):
+        echomq.add(rconn, queue, {"n": n}, job_id=job_id, max_attempts=1)
+        [held] = echomq.claim(rconn, queue)
+        echomq.fail(rconn, queue, held.id, held.token, "boom")
+    assert echomq.retry_dead(rconn, queue, ["a"]) == 1
+    [held] = echomq.claim(rconn, queue)
+    echomq.complete(rconn, queue, held.id, held.token, "second")
+    Driver(rconn, floor, claim_custody=True).fold(queue)
+    last = floor_notes.last_outcome(floor, queue, "a")
+    assert last is not None and last.outcome.value == "completed" and last.result == '"second"'
+    assert floor_notes.last_outcome(floor, queue, "a-b").payload_value == {"n": 2}  # type: ignore[union-attr]
+    assert floor_notes.last_outcome(floor, queue, "b").payload_value == {"n": 3}  # type: ignore[union-attr]
+    assert floor_notes.last_outcome(floor, queue, "c") is None
+    assert floor_notes.last_outcome(floor, queue + "x", "a") is None
