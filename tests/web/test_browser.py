@@ -186,6 +186,15 @@ def test_a_queue_page_refreshes_its_list(
     echomq.add(rconn, mail, {"new": True}, job_id="fresh")
     wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, 'tr[data-job="fresh"]'))
     assert browser.find_element(By.ID, "tab-pending").text == "pending 5"
+    running = echomq.get_job(rconn, mail, "active-1")
+    assert running is not None
+    echomq.report_progress(rconn, mail, "active-1", running.attempts, {"done": 3, "of": 8})
+    browser.get(f"{base}/queue?queue={mail}&state=active")
+    bar = browser.find_element(By.CSS_SELECTOR, 'tr[data-job="active-1"] progress')
+    assert bar.get_attribute("value") == "0.375"
+    lease = browser.find_element(By.CSS_SELECTOR, 'tr[data-job="active-1"] td.lease time')
+    assert lease.text.startswith("in ") and lease.get_attribute("title").endswith("Z")
+    shot(browser, "queue.png")
 
 
 def test_a_dead_job_shows_its_script_as_text_and_retries(
