@@ -116,17 +116,21 @@ class Timing:
     lease_ms: int | None
     """When a running job's lease ends (its score in the active set)."""
     progress: float | None
+    waiting: bool
+    """Pending or scheduled: its next claim is the attempt after ``tries``."""
 
     @property
     def attempt_text(self) -> str:
-        """``attempt 2 of 3`` (the one running or the one that settled), or for a job
-        waiting ``attempt 3 of 3 next``; ``retried from dead 1x`` when it was."""
-        if self.tries == 0:
-            text = f"not tried yet (of {self.max_attempts})"
-        elif self.tries > self.max_attempts:
-            text = f"attempt {self.tries} (of {self.max_attempts})"
+        """``attempt 2 of 3`` (the one running or the one that settled), for a job
+        waiting ``next: attempt 2 of 3``; ``retried from dead 1x`` when it was."""
+        most = self.max_attempts
+        if self.waiting:
+            text = (f"not tried yet (of {most})" if self.tries == 0
+                    else f"next: attempt {self.tries + 1} of {most}")
+        elif self.tries > most:  # a release, or a row written by hand: no "4 of 3"
+            text = f"attempt {self.tries} (of {most})"
         else:
-            text = f"attempt {self.tries} of {self.max_attempts}"
+            text = f"attempt {self.tries} of {most}"
         return text + (f", retried from dead {self.retried}x" if self.retried else "")
 
     @property
@@ -149,4 +153,4 @@ def timing(job: Job, score: float | None, now_ms: int) -> Timing:
     at = None if score is None else int(score)
     return Timing(tries, job.max_attempts, job.retried, duration, elapsed, waited,
                   at if state == "scheduled" else None, at if state == "active" else None,
-                  fraction(job.progress))
+                  fraction(job.progress), state in ("pending", "scheduled"))

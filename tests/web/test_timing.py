@@ -67,6 +67,11 @@ def test_a_scheduled_job_shows_when_it_is_due(conn: Connection, queue: str) -> N
     detail = web.get("/job", params={"queue": queue, "job": "later"}).text
     assert re.search(r'<td id="job-due"><time [^>]+>in (19 min 59 s|20 min)</time>', detail)
     assert "not tried yet (of 3)" in detail
+    echomq.add(conn, queue, {"n": 2}, job_id="again", max_attempts=3)
+    [held] = echomq.claim(conn, queue)
+    echomq.fail(conn, queue, held.id, held.token, "once", delay_ms=60_000)
+    page = web.get("/queue", params={"queue": queue, "state": "scheduled"}).text
+    assert "next: attempt 2 of 3" in row_of(page, "again")
 
 
 def test_a_running_job_shows_elapsed_lease_and_a_progress_bar(
