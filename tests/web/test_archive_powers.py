@@ -15,6 +15,7 @@ import pytest
 
 import echomq
 from echomq.archive import Driver, Floor, declare, floor_notes, verify
+from echomq.errors import EchoMQError
 from echomq.queue.connection import Connection
 from echomq.servers.moto import MotoS3
 from echomq.web.timing import iso
@@ -131,6 +132,13 @@ def test_the_archive_page_shows_the_last_fold_the_checkpoint_time_and_verify(
     assert re.search(r'<td class="verify"><span class="badge state-completed">ok</span>',
                      cells) and "1 slice(s)" in cells
     assert floor_notes.last_verify(floor, queue)["ok"] is True  # type: ignore[index]
+    [ref] = remote.list_slices(queue)
+    remote.delete_slice(ref)  # the bucket lost what the floor uploaded
+    with pytest.raises(EchoMQError):
+        verify(remote, [queue], progress=False, floor=floor)
+    cells = row()
+    assert re.search(r'<td class="verify"><span class="badge state-dead">failed</span>',
+                     cells), cells
 
 
 def test_the_last_outcome_is_found_from_the_end_of_a_jobs_keys(
