@@ -132,6 +132,19 @@ def history(txn: Txn, dbs: Dbs, queue: str, job_id: str, offset: int, limit: int
     return [entry(txn, dbs, queue, k) for k in keys]
 
 
+def last_of_job(txn: Txn, dbs: Dbs, queue: str, job_id: str) -> ArchivedEntry | None:
+    """One job's last outcome (what a replay takes), found from the end of its keys: one
+    cursor step however many times it ran."""
+    prefix = queue_key(queue) + job_id.encode() + b"\x00"
+    cur = txn.cursor(db=dbs["by_job"])
+    past = prefix[:-1] + b"\x01"  # the first key after every key of this job
+    moved = cur.prev() if cur.set_range(past) else cur.last()
+    key = cast(bytes, cur.key()) if moved else b""
+    if not key.startswith(prefix):
+        return None
+    return entry(txn, dbs, queue, key[len(prefix):])
+
+
 def settled(txn: Txn, dbs: Dbs, queue: str, outcome: Outcome | str | None,
             since: int | datetime | None, until: int | datetime | None, limit: int | None
             ) -> list[ArchivedEntry]:

@@ -62,3 +62,16 @@ def note_fold(txn: Txn, dbs: Dbs, *, queue: str, seconds: float, at_ms: int) -> 
 def last_fold(state: dict[str, Any]) -> tuple[float, int] | None:
     found = state.get("last_fold")
     return None if found is None else (float(found["seconds"]), int(found["at"]))
+
+
+def note_verify(txn: Txn, dbs: Dbs, *, queue: str, ok: bool, at_ms: int, detail: str) -> None:
+    """Keep the last verify of the queue's bucket chain: when, whether it held, and what
+    it found (the dashboard shows it without reading the bucket)."""
+    state = load(txn, dbs, queue)
+    state["last_verify"] = {"ok": ok, "at": at_ms, "detail": detail[:500]}
+    save(txn, dbs, queue, state)
+
+
+def last_verify(state: dict[str, Any]) -> dict[str, Any] | None:
+    found = state.get("last_verify")
+    return None if found is None else dict(found)

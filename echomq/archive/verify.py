@@ -10,16 +10,18 @@ whole chain and the manifest consistently.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import closing, contextmanager
 from typing import TYPE_CHECKING
 
+from echomq.archive import floor_notes
 from echomq.archive.floor import Floor
 from echomq.archive.report import QueueReport
 from echomq.archive.restore_chain import Chain
 from echomq.archive.restore_fetch import fetched
 from echomq.archive.restore_plan import plan, report_for
-from echomq.errors import ChainBroken
+from echomq.errors import ChainBroken, EchoMQError
 from echomq.progress import Tick, bars
 
 if TYPE_CHECKING:
@@ -62,18 +64,32 @@ def verify(remote: Remote, queues: list[str] | None = None, progress: bool | Non
     With ``floor``, every slice that floor uploaded must be in the bucket unchanged; with
     ``pins`` (queue -> a ``head_digest`` kept from an earlier report), that digest must
     still be on the queue's chain. Only these catch a forger who rewrote the whole chain
-    and the manifest consistently.
+    and the manifest consistently. Each queue's verdict is kept in that floor
+    (``Floor.last_verify``: the only thing written, and only to the floor).
     """
     pins = pins or {}
     reports: dict[str, QueueReport] = {}
     with _floor(floor) as opened, bars(progress, "verify") as task:
         names = queues if queues is not None else _verified_queues(remote, opened)
         for queue in names:
-            reports[queue] = verify_queue(remote, queue,
-                                          task(queue, len(remote.list_slices(queue))),
-                                          floor=opened, rebuild_manifest=rebuild_manifest,
-                                          pin=pins.get(queue))
+            try:
+                reports[queue] = verify_queue(
+                    remote, queue, task(queue, len(remote.list_slices(queue))),
+                    floor=opened, rebuild_manifest=rebuild_manifest, pin=pins.get(queue))
+            except EchoMQError as exc:
+                _note(opened, queue, False, f"{type(exc).__name__}: {exc}")
+                raise
+            found = reports[queue]
+            _note(opened, queue, True, f"{found.slices} slice(s), {found.entries} "
+                                       f"entries, head {found.head_digest}")
     return reports
+
+
+def _note(floor: Floor | None, queue: str, ok: bool, detail: str) -> None:
+    """Keep the verdict in the floor (the dashboard's archive page shows it: a page load
+    never reads the bucket)."""
+    if floor is not None:
+        floor_notes.record_verify(floor, queue, ok, int(time.time() * 1000), detail)
 
 
 def _verified_queues(remote: Remote, floor: Floor | None) -> list[str]:

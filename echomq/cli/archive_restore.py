@@ -64,7 +64,8 @@ def verify_cmd(queues: tuple[str, ...], s3: RemoteSettings, floor_path: str,
                pins: tuple[str, ...], rebuild_manifest: bool, as_json: bool) -> None:
     """Check every slice's checksum and digest, and that each queue's chain is whole; with
     a floor (--floor, when it exists) also that the bucket holds every slice it uploaded,
-    and list the stream losses the floor recorded. Exits 1 on a loss not acknowledged."""
+    and list the stream losses the floor recorded; each queue's verdict is kept in that
+    floor (the dashboard's archive page shows it). Exits 1 on a loss not acknowledged."""
     for pin in pins:
         if not all(pin.partition("=")[::2]):
             raise click.BadParameter(f"{pin!r} is not QUEUE=DIGEST", param_hint="--pin")

@@ -25,7 +25,7 @@ from starlette.templating import Jinja2Templates
 
 from echomq.errors import EchoMQError, InvalidArgument, InvalidKey
 from echomq.queue.connection import Connection
-from echomq.web import actions, pages, search_pages
+from echomq.web import actions, archive_actions, pages, search_pages, timing
 from echomq.web.discovery import QueueDirectory
 from echomq.web.hosts import HostCheck, allowed_names
 from echomq.web.security import Gate
@@ -54,6 +54,9 @@ class Dashboard:
                                  autoescape=True, undefined=jinja2.StrictUndefined)
         env.filters["when"] = _when
         env.filters["age"] = _age
+        env.filters["ago"] = timing.when_tag
+        env.filters["span"] = timing.span
+        env.filters["iso"] = timing.iso
         env.globals["poll_s"] = POLL_S
         env.globals["url_for"] = _url_for
         env.globals["job_url"] = _job_url
@@ -173,6 +176,8 @@ def create_app(conn: Connection, *, floor: Floor | str | os.PathLike[str] | None
         Route("/queue/resume", bind(actions.resume), methods=["POST"], name="resume"),
         Route("/queue/dead", bind(actions.dead), methods=["POST"], name="dead"),
         Route("/job/{action}", bind(actions.job), methods=["POST"], name="job_action"),
+        Route("/archive/replay", bind(archive_actions.replay), methods=["POST"],
+              name="replay"),
         # the path forms of earlier versions, for scripts and bookmarks; no page links
         # to them
         Route("/queues/{queue}", bind(pages.queue)),

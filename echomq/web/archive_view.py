@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from echomq.archive import floor_notes
 from echomq.archive.entries import Outcome
 from echomq.archive.floor import Floor, FloorStatus
 from echomq.archive.floor_gaps import Gap
@@ -35,6 +36,16 @@ class ArchiveRow:
     lag_ms: int | None
     uploaded_through: str
     gaps: tuple[Gap, ...]
+    last_fold: tuple[float, int] | None = None
+    """(seconds it took, ms it ended) of the floor's last completed fold of the queue."""
+    last_verify: dict[str, Any] | None = None
+    """The last ``archive verify`` against this floor: ``{"ok", "at", "detail"}``."""
+
+    @property
+    def checkpoint_ms(self) -> int | None:
+        """The checkpoint as a time: a stream id's first part is ms on the server clock."""
+        head = self.status.checkpoint.split("-")[0]
+        return int(head) if head.isdigit() and head != "0" else None
 
 
 def archive_names(conn: Connection, floor: Floor) -> list[str]:
@@ -63,7 +74,8 @@ def _row(conn: Connection, floor: Floor, queue: str, declared: bool, now_ms: int
     lag, exact, lag_ms = _lag(conn, floor, queue, stream, info, now_ms)
     return ArchiveRow(queue, declared, status, length, lag, exact, lag_ms,
                       floor.safe_trim_point(queue, with_remote=True),
-                      tuple(floor.gaps(queue)))
+                      tuple(floor.gaps(queue)), floor.last_fold(queue),
+                      floor_notes.last_verify(floor, queue))
 
 
 def _lag(conn: Connection, floor: Floor, queue: str, stream: str, info: dict[str, Any],

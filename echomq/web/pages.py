@@ -13,6 +13,8 @@ import echomq
 from echomq.errors import EchoMQError, InvalidArgument
 from echomq.models import Job
 from echomq.web import reads
+from echomq.web.archive_actions import archived_entry
+from echomq.web.timing import timing
 from echomq.web.urls import named
 
 if TYPE_CHECKING:
@@ -67,32 +69,46 @@ async def overview_rows(board: Dashboard, request: Request) -> Response:
     return board.render(request, "_overview_rows.html", **context)
 
 
-def _paging(request: Request) -> tuple[str, int]:
-    state = request.query_params.get("state", "pending")
-    if state not in reads.STATES:
+def _paging(request: Request) -> tuple[str | None, int]:
+    """The state asked for (None: the page picks the first that holds jobs) and the page."""
+    state = request.query_params.get("state")
+    if state is not None and state not in reads.STATES:
         raise InvalidArgument(f"state must be one of {', '.join(reads.STATES)}")
     return state, _number(request.query_params.get("page"), 0, MAX_PAGE)
 
 
-def _queue_context(board: Dashboard, queue: str, state: str, page: int) -> dict[str, Any]:
+def _queue_context(board: Dashboard, queue: str, wanted: str | None, page: int
+                   ) -> dict[str, Any]:
+    """One page of a state's jobs with their times; ``known`` is False for a name nothing
+    of which exists (a 404, not an empty queue)."""
     conn = board.conn
     found = echomq.counts(conn, queue)
     counts = {name: int(getattr(found, name)) for name in reads.STATES}
+    if not any(counts.values()) and not reads.known(conn, queue):
+        return {"queue": queue, "known": False}
+    state = wanted or reads.opening_state(counts)
     jobs = reads.job_page(conn, queue, state, page, PER_PAGE)
-    return {"queue": queue, "state": state, "page": page, "counts": counts, "jobs": jobs,
-            "paused": found.paused,
+    now = reads.server_ms(conn)
+    scores = reads.scores(conn, queue, state, [j.id for j in jobs])
+    return {"queue": queue, "known": True, "state": state, "page": page, "counts": counts,
+            "jobs": [(j, timing(j, s, now)) for j, s in zip(jobs, scores, strict=True)],
+            "now_ms": now, "paused": found.paused,
             "pages": max(1, -(-counts[state] // PER_PAGE)), "per_page": PER_PAGE}
 
 
 async def queue(board: Dashboard, request: Request) -> Response:
     state, page = _paging(request)
     context = await board.call(_queue_context, board, named(request, "queue"), state, page)
+    if not context["known"]:
+        return board.render(request, "no_queue.html", status=404, **context)
     return board.render(request, "queue.html", **context)
 
 
 async def queue_jobs(board: Dashboard, request: Request) -> Response:
     state, page = _paging(request)
     context = await board.call(_queue_context, board, named(request, "queue"), state, page)
+    if not context["known"]:
+        return PlainTextResponse(f"no queue named {context['queue']!r}", status_code=404)
     return board.render(request, "_jobs.html", **context)
 
 
@@ -102,11 +118,20 @@ def _job_context(board: Dashboard, queue: str, job_id: str, outcomes: int
     20,000 times shows ``HISTORY_PER_PAGE`` of them, with a link to the next page."""
     job: Job | None = echomq.get_job(board.conn, queue, job_id)
     start = outcomes * HISTORY_PER_PAGE
-    history = (board.floor.history(queue, job_id, offset=start, limit=HISTORY_PER_PAGE + 1)
-               if board.floor is not None else [])
-    return {"queue": queue, "job_id": job_id, "job": job,
-            "history": [{**e.to_dict(), "errors": e.errors_value, "logs": e.logs_value}
-                        for e in history[:HISTORY_PER_PAGE]],
+    floor = board.floor
+    history = (floor.history(queue, job_id, offset=start, limit=HISTORY_PER_PAGE + 1)
+               if floor is not None else [])
+    last = None
+    if floor is not None:
+        from echomq.archive.floor_notes import last_outcome
+
+        last = last_outcome(floor, queue, job_id)
+    now = reads.server_ms(board.conn)
+    score = reads.scores(board.conn, queue, job.state.value, [job_id])[0] if job else None
+    return {"queue": queue, "job_id": job_id, "job": job, "now_ms": now,
+            "timing": timing(job, score, now) if job else None,
+            "history": [archived_entry(e) for e in history[:HISTORY_PER_PAGE]],
+            "replayable": last is not None and last.payload is not None,
             "outcomes": outcomes, "more_outcomes": len(history) > HISTORY_PER_PAGE,
             "history_start": start,
             "payload": reads.pretty(job.payload) if job else None,
@@ -164,8 +189,9 @@ def _archive_context(board: Dashboard, query: dict[str, str]) -> dict[str, Any]:
         names = [n for n in names if wanted in n]
     pages = max(1, -(-len(names) // OVERVIEW_PER_PAGE))
     page = min(_number(query.get("page"), 0, MAX_PAGE), pages - 1)
+    now = reads.server_ms(conn)
     rows = archive_view.archive_rows(
-        conn, board.floor, reads.server_ms(conn),
+        conn, board.floor, now,
         names[page * OVERVIEW_PER_PAGE:(page + 1) * OVERVIEW_PER_PAGE])
     found: list[dict[str, Any]] | None = None
     error = None
@@ -183,7 +209,7 @@ def _archive_context(board: Dashboard, query: dict[str, str]) -> dict[str, Any]:
             error = str(exc)
     return {"rows": rows, "found": found, "error": error, "query": query,
             "limit": AUDIT_LIMIT, "page": page, "pages": pages, "total": len(names),
-            "first": page * OVERVIEW_PER_PAGE, "q": wanted}
+            "first": page * OVERVIEW_PER_PAGE, "q": wanted, "now_ms": now}
 
 
 async def archive(board: Dashboard, request: Request) -> Response:

@@ -103,3 +103,37 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
+
+
+def known(conn: Connection, queue: str) -> bool:
+    """Whether anything of ``queue`` exists: a key of its own (its sets, stream, meta,
+    sequence, schedules) or a place in the declared or retained set. One ``EXISTS`` (every
+    key of a queue shares its slot) and two ``SISMEMBER``: what tells an unknown name from
+    an empty queue."""
+    keys = conn.keys(queue)
+    own = (keys.pending, keys.scheduled, keys.active, keys.completed, keys.dead,
+           keys.completions, keys.meta, keys.seq, keys.ring, keys.groups, keys.schedules)
+    if int(conn.redis.exists(*own)):
+        return True
+    return bool(conn.redis.sismember(conn.declared_set, queue)
+                or conn.redis.sismember(conn.retained_set, queue))
+
+
+OPENING_ORDER = ("pending", "active", "scheduled", "dead", "completed")
+"""The state a queue page opens on: the first of these that holds a job."""
+
+
+def opening_state(counts: dict[str, int]) -> str:
+    """``pending`` when it holds jobs, else the first state in ``OPENING_ORDER`` that does
+    (``pending`` for an empty queue)."""
+    return next((s for s in OPENING_ORDER if counts.get(s)), "pending")
+
+
+def scores(conn: Connection, queue: str, state: str, ids: list[str]) -> list[float | None]:
+    """Each job's score in ``state``'s set, one ``ZMSCORE``: a scheduled job's due time, a
+    running one's lease deadline (both ms, server clock); None for the other states."""
+    if state not in ("scheduled", "active") or not ids:
+        return [None] * len(ids)
+    keys = conn.keys(queue)
+    found = conn.redis.zmscore(keys.scheduled if state == "scheduled" else keys.active, ids)
+    return [None if s is None else float(s) for s in found]

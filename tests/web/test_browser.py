@@ -186,6 +186,15 @@ def test_a_queue_page_refreshes_its_list(
     echomq.add(rconn, mail, {"new": True}, job_id="fresh")
     wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, 'tr[data-job="fresh"]'))
     assert browser.find_element(By.ID, "tab-pending").text == "pending 5"
+    running = echomq.get_job(rconn, mail, "active-1")
+    assert running is not None
+    echomq.report_progress(rconn, mail, "active-1", running.attempts, {"done": 3, "of": 8})
+    browser.get(f"{base}/queue?queue={mail}&state=active")
+    bar = browser.find_element(By.CSS_SELECTOR, 'tr[data-job="active-1"] progress')
+    assert bar.get_attribute("value") == "0.375"
+    lease = browser.find_element(By.CSS_SELECTOR, 'tr[data-job="active-1"] td.lease time')
+    assert lease.text.startswith("in ") and lease.get_attribute("title").endswith("Z")
+    shot(browser, "queue.png")
 
 
 def test_a_dead_job_shows_its_script_as_text_and_retries(
@@ -310,3 +319,103 @@ def test_a_queue_named_like_a_path_opens_from_the_overview(
     assert browser.find_element(By.CSS_SELECTOR, "h1 .name").text == odd
     rows = browser.find_elements(By.CSS_SELECTOR, "#job-list tr[data-job]")
     assert [r.get_attribute("data-job") for r in rows] == ["only"]
+
+
+def test_a_replay_from_an_archived_job_creates_a_new_job(
+        browser: Any, base: str, rconn: Connection, floor_path: Path) -> None:
+    """Issue 26, item 6: the Replay button of a job only the floor remembers enqueues its
+    recorded payload again (here on another queue) and opens the new job's page."""
+    from selenium.webdriver.common.by import By
+
+    queue = f"invoices-{uuid.uuid4().hex[:6]}"
+    declare(rconn, queue, payload=True)
+    fill(rconn, queue, pending=0, record=True, error="<b>card</b> declined",
+         payload={"invoice": 42, "note": "<script>alert('replay')</script>"})
+    with Floor(floor_path) as floor:
+        Driver(rconn, floor, claim_custody=True).fold(queue)
+    echomq.purge(rconn, queue, "dead")
+    browser.get(f"{base}/job?queue={queue}&job=dead-1")
+    wait_for(browser, lambda d: d.find_element(By.ID, "from-archive"))
+    assert no_alert(browser)
+    assert "<script>alert('replay')</script>" in browser.find_element(
+        By.CSS_SELECTOR, "pre.payload").text
+    shot(browser, "archived-job.png")
+    target = browser.find_element(By.ID, "replay-queue")
+    target.clear()
+    target.send_keys(queue + "-again")
+    browser.find_element(By.ID, "replay").click()
+    message = wait_for(browser, lambda d: d.find_element(By.ID, "message")).text
+    [new] = echomq.list_jobs(rconn, queue + "-again", "pending")
+    assert message == f"replayed dead-1 of {queue} as {new.id} in {queue}-again"
+    assert new.payload == {"invoice": 42, "note": "<script>alert('replay')</script>"}
+    assert browser.find_element(By.ID, "job-replay-of").text == f"{queue}/dead-1"
+    assert browser.find_element(By.ID, "job-state").text == "pending"
+
+
+def test_a_replay_without_the_csrf_token_is_refused(
+        browser: Any, base: str, rconn: Connection, floor_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    queue = f"refunds-{uuid.uuid4().hex[:6]}"
+    declare(rconn, queue, payload=True)
+    fill(rconn, queue, pending=0, record=True)
+    with Floor(floor_path) as floor:
+        Driver(rconn, floor, claim_custody=True).fold(queue)
+    echomq.purge(rconn, queue, "dead")
+    browser.get(f"{base}/job?queue={queue}&job=dead-1")
+    form = wait_for(browser, lambda d: d.find_element(By.ID, "replay-form"))
+    browser.execute_script("arguments[0].querySelector('input[name=csrf]').remove()", form)
+    browser.find_element(By.ID, "replay").click()
+    wait_for(browser, lambda d: "missing or wrong CSRF token" in text_of(d))
+    assert echomq.counts(rconn, queue).pending == 0
+
+
+def overflow(driver: Any) -> int:
+    """How far the page is wider than the window (0: no horizontal scroll of the body)."""
+    return int(driver.execute_script(
+        "return document.documentElement.scrollWidth - window.innerWidth"))
+
+
+def test_a_420_px_phone_shows_every_page_without_sideways_scrolling(
+        browser: Any, base: str, rconn: Connection, mail: str) -> None:
+    """Issue 26, item 7: wide tables scroll inside their own box; the page itself never
+    scrolls sideways. Also select-all on the dead letters (a script file, the CSP allows
+    no inline script), and the dark theme the system asks for."""
+    from selenium.webdriver.common.by import By
+
+    phone = f"phone-{uuid.uuid4().hex[:6]}"
+    fill(rconn, phone, pending=0, error="a-very-long-error-" * 20)
+    for i in range(3):  # more dead letters
+        echomq.add(rconn, phone, {"n": i}, job_id=f"dead-x{i}", max_attempts=1)
+        [held] = echomq.claim(rconn, phone)
+        echomq.fail(rconn, phone, held.id, held.token, "x" * 300)
+    echomq.add(rconn, mail, {"wait": True}, job_id="later", delay_ms=600_000)
+    browser.set_window_size(420, 900)
+    try:
+        width = browser.execute_script("return window.innerWidth")
+        assert 360 <= width <= 420, width
+        for path in (f"/?q={phone}", f"/queue?queue={phone}&state=dead",
+                     f"/queue?queue={phone}&state=active", f"/queue?queue={mail}&state=scheduled",
+                     f"/job?queue={phone}&job=dead-1", "/archive"):
+            browser.get(base + path)
+            wait_for(browser, lambda d: d.execute_script(
+                "return document.readyState") == "complete")
+            assert overflow(browser) <= 0, (path, overflow(browser))
+        browser.get(f"{base}/queue?queue={phone}&state=dead")
+        boxes = browser.find_elements(By.CSS_SELECTOR, "input[name=ids]")
+        assert len(boxes) == 4 and not any(b.is_selected() for b in boxes)
+        browser.find_element(By.ID, "select-all").click()
+        assert all(b.is_selected() for b in browser.find_elements(
+            By.CSS_SELECTOR, "input[name=ids]"))
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {
+            "features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+        background = browser.execute_script(
+            "return getComputedStyle(document.body).backgroundColor")
+        assert background == "rgb(12, 17, 29)", background  # the dark --bg
+        shot(browser, "phone-dark.png")
+        browser.find_element(By.ID, "select-all").click()
+        assert not any(b.is_selected() for b in browser.find_elements(
+            By.CSS_SELECTOR, "input[name=ids]"))
+    finally:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+        browser.set_window_size(1280, 860)

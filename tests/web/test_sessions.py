@@ -74,6 +74,7 @@ def test_two_logins_give_two_sessions(rconn: Connection) -> None:
 
 def test_a_session_copied_before_logout_is_refused_after_it(rconn: Connection,
                                                             queue: str) -> None:
+    echomq.add(rconn, queue, 1)  # a queue that exists (an unknown one is a 404)
     app = create_app(rconn, token="t")
     web = logged_in(app)
     copied = web.cookies["emq_session"]
@@ -89,6 +90,7 @@ def test_a_session_copied_before_logout_is_refused_after_it(rconn: Connection,
 
 
 def test_an_expired_session_is_refused(rconn: Connection, queue: str) -> None:
+    echomq.add(rconn, queue, 1)  # a queue that exists (an unknown one is a 404)
     app = create_app(rconn, token="t", session_ttl_s=600)
     done = TestClient(app).post("/login", data={"token": "t"}, follow_redirects=False)
     assert "Max-Age=600" in done.headers["set-cookie"]
