@@ -14,6 +14,8 @@ class JobState(StrEnum):
     ACTIVE = "active"
     COMPLETED = "completed"
     DEAD = "dead"
+    WAITING = "waiting"
+    """A flow's parent: its children have not all settled yet (``echomq.chord``)."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,18 @@ def _result(text: str | None) -> tuple[Any, str | None]:
         return text, None
 
 
+def id_list(text: str | None) -> list[str]:
+    """A flow parent's ``children`` (a JSON array of ids) as a list; [] when absent or not
+    such an array."""
+    if not text:
+        return []
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return []
+    return [str(i) for i in found] if isinstance(found, list) else []
+
+
 @dataclass(frozen=True)
 class Job:
     """A snapshot of one job's row (``get_job``)."""
@@ -144,6 +158,10 @@ class Job:
     """Each failed attempt's error, oldest first (the last 10 attempts)."""
     logs: list[LogLine] = field(default_factory=list)
     """Its ``job.log`` lines, oldest first (the last 100 lines, 64 KiB)."""
+    parent: str | None = None
+    """The flow's job that waits for this one (a chord's ``then``, a chain's next step)."""
+    children: list[str] = field(default_factory=list)
+    """The jobs this flow parent waits for, in order (``echomq.children``)."""
 
     @property
     def cancelled(self) -> bool:
@@ -183,6 +201,8 @@ class Job:
             cancel_reason=cancel_reason,
             errors=attempt_errors(row.get("errors")),
             logs=log_lines(row.get("logs")),
+            parent=row.get("parent"),
+            children=id_list(row.get("children")),
         )
 
 
@@ -204,6 +224,8 @@ class Counts:
     completed: int
     dead: int
     paused: bool = False
+    waiting: int = 0
+    """A flow's parents waiting for their children."""
 
     def as_dict(self) -> dict[str, int | bool]:
         return {
@@ -212,6 +234,7 @@ class Counts:
             "active": self.active,
             "completed": self.completed,
             "dead": self.dead,
+            "waiting": self.waiting,
             "paused": self.paused,
         }
 

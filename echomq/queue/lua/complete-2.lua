@@ -16,7 +16,9 @@
   Recording never fails on what other writers put in the stream: each entry's id is of
   this call's millisecond, and an outside entry with an id from the future (up to the
   largest, which would refuse every XADD) is first set aside to `foreign` (emq_xadd,
-  _lib.lua), so a settled job is never missing from the recorded history. ]]
+  _lib.lua), so a settled job is never missing from the recorded history.
+  Flows: a settled child is counted on its waiting parent (emq_flow.settled,
+  _lib_flow.lua), which its last child releases to pending in this call. ]]
 local p = ARGV[1]
 local now = emq_now()
 local ids = {}
@@ -24,6 +26,7 @@ for i = 4, #ARGV, 4 do ids[#ids + 1] = ARGV[i] end
 -- membership of every id in one call; checked per job after the row and the token
 local held = redis.call('ZMSCORE', KEYS[1], unpack(ids))
 local recording, with_payload = emq_recording(p, ARGV[2])
+local flows = emq_flow.on(p)
 local codes = {}
 local done = {}
 local finished = {}
@@ -61,6 +64,7 @@ for n, id in ipairs(ids) do
     outcomes[#outcomes + 1] = outcome
     tally[outcome] = (tally[outcome] or 0) + 1
     emq_observe(run, wait, now, row[3], row[4])
+    if flows then emq_flow.settled(p, id, outcome == 'completed', result, ARGV[2], now) end
     if row[2] then
       redis.call('ZREM', KEYS[1], id)
       emq_release_slot(p, row[2])

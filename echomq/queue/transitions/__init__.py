@@ -18,5 +18,6 @@ documents):
 - ``steering``: ``cancel``, ``pause``, ``resume``, ``promote``, ``group_limit``,
   ``retry_dead``;
 - ``removals``: ``purge`` (retention), ``drain``, ``obliterate``;
-- ``folding``: the archive's fold lease (``fold_acquire`` ... ``fold_mark``).
+- ``folding``: the archive's fold lease (``fold_acquire`` ... ``fold_mark``);
+- ``flows``: ``flow_add`` (a chain's, group's or chord's jobs in one call).
 """
