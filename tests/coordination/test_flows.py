@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -219,3 +220,36 @@ def test_kill_9_of_the_last_childs_worker_and_a_restart_still_run_the_parent_onc
     runs = marks.read_text().split()
     assert runs.count("slow") == 2 and runs.count("report") == 1
     app.close()
+
+
+def test_the_archive_and_emq_show_keep_a_whole_flow(conn: Connection, flowq: str,
+                                                    workers: Workers, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from echomq.cli import main
+
+    app, double, flaky, report = _chord_app(conn, flowq)
+    echomq.archive.declare(conn, flowq)
+    parent = echomq.chord([double.s(1), flaky.s(2)], then=report.s("a"),
+                          on_child_failure="ignore").enqueue(app)
+    kids = echomq.children(conn, flowq, parent)
+    workers.start(app, [flowq])
+    wait_until(lambda: echomq.get_job(conn, flowq, parent).state == "completed")
+
+    def emq(*args: str) -> Any:
+        result = CliRunner().invoke(main, ["--url", conn.url, *args], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    assert json.loads(emq("show", "-q", flowq, parent, "--json"))["children"] == kids
+    assert json.loads(emq("show", "-q", flowq, kids[1], "--json"))["parent"] == parent
+    assert f"children: {kids[0]}, {kids[1]}" in emq("show", "-q", flowq, parent)
+    floor = tmp_path / "floor"
+    with echomq.archive.Driver(conn, floor, claim_custody=True) as driver:
+        driver.fold(flowq)
+    echomq.obliterate(conn, flowq)  # Redis forgets the flow; the floor keeps it
+    shown = json.loads(emq("archive", "show", flowq, parent, "--json", "--floor", str(floor)))
+    assert shown["children"] == kids and shown["outcome"] == "completed"
+    for kid, outcome in zip(kids, ("completed", "dead"), strict=True):
+        row = json.loads(emq("archive", "show", flowq, kid, "--json", "--floor", str(floor)))
+        assert (row["parent"], row["outcome"]) == (parent, outcome)
