@@ -228,15 +228,19 @@ class Counts:
     """A flow's parents waiting for their children."""
 
     def as_dict(self) -> dict[str, int | bool]:
-        return {
+        """Every count and ``paused``; ``waiting`` only when a flow's parents wait (so the
+        shape of a queue without flows is as it always was)."""
+        out: dict[str, int | bool] = {
             "pending": self.pending,
             "scheduled": self.scheduled,
             "active": self.active,
             "completed": self.completed,
             "dead": self.dead,
-            "waiting": self.waiting,
             "paused": self.paused,
         }
+        if self.waiting:
+            out["waiting"] = self.waiting
+        return out
 
 
 @dataclass(frozen=True)
