@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -244,6 +245,16 @@ def test_the_archive_and_emq_show_keep_a_whole_flow(conn: Connection, flowq: str
     assert json.loads(emq("show", "-q", flowq, parent, "--json"))["children"] == kids
     assert json.loads(emq("show", "-q", flowq, kids[1], "--json"))["parent"] == parent
     assert f"children: {kids[0]}, {kids[1]}" in emq("show", "-q", flowq, parent)
+    from starlette.testclient import TestClient
+
+    from echomq.web import create_app
+
+    web = TestClient(create_app(conn))
+    page = web.get("/job", params={"queue": flowq, "job": parent}).text
+    links = re.search(r'id="flow-children">(.*?)</td>', page, re.S)
+    assert links and re.findall(r'job=([^"&]+)"', links.group(1)) == kids
+    page = web.get("/job", params={"queue": flowq, "job": kids[0]}).text
+    assert re.search(rf'id="flow-parent"><a href="[^"]*job={parent}"', page)
     floor = tmp_path / "floor"
     with echomq.archive.Driver(conn, floor, claim_custody=True) as driver:
         driver.fold(flowq)
