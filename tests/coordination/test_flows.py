@@ -264,3 +264,21 @@ def test_the_archive_and_emq_show_keep_a_whole_flow(conn: Connection, flowq: str
     for kid, outcome in zip(kids, ("completed", "dead"), strict=True):
         row = json.loads(emq("archive", "show", flowq, kid, "--json", "--floor", str(floor)))
         assert (row["parent"], row["outcome"]) == (parent, outcome)
+
+
+def test_a_child_cancelled_or_removed_before_it_ran_counts_as_failed(
+        conn: Connection, flowq: str) -> None:
+    app, double, _, report = _chord_app(conn, flowq)
+    failing = echomq.chord([double.s(1), double.s(2)], then=report.s("f")).enqueue(app)
+    ignoring = echomq.chord([double.s(1), double.s(2)], then=report.s("i"),
+                            on_child_failure="ignore").enqueue(app)
+    one, _ = echomq.children(conn, flowq, failing)
+    echomq.cancel.request(conn, flowq, one)
+    assert echomq.get_job(conn, flowq, failing).last_error == f"child {one} failed: cancelled"
+    first, second = echomq.children(conn, flowq, ignoring)
+    echomq.remove_job(conn, flowq, first)
+    assert echomq.get_job(conn, flowq, ignoring).state == "waiting"
+    echomq.cancel.request(conn, flowq, second)
+    parent = echomq.get_job(conn, flowq, ignoring)
+    assert parent.state == "pending"
+    assert parent.payload == {"args": [[None, None], "i"], "kwargs": {}}

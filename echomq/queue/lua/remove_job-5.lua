@@ -4,7 +4,9 @@
   Returns: 1 removed   -1 no such row   -4 in a state that cannot be removed (active)
   A lane this call empties leaves `groups` and the ring.
   A finished job's outcome stays in the outcome stream (and the archive) when recorded.
-  A cancel by id is cancel-3.lua: it removes only a pending or scheduled job. ]]
+  A cancel by id is cancel-3.lua: it removes only a pending or scheduled job.
+  Flows: a removed pending child is counted on its parent as failed, 'removed'
+  (emq_flow.settled, _lib_flow.lua); a waiting parent cannot be removed (-4). ]]
 local p = ARGV[1]
 local id = ARGV[2]
 local row = redis.call('HMGET', KEYS[5], 'state', 'group')
@@ -16,6 +18,7 @@ elseif state == 'dead' then
   redis.call('ZREM', KEYS[4], id)
 elseif state == 'pending' or state == 'scheduled' then
   emq_unqueue(p, KEYS[1], KEYS[2], id, g)
+  if emq_flow.on(p) then emq_flow.settled(p, id, false, 'removed', '0', emq_now()) end
 else
   return -4
 end
