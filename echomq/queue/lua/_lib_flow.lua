@@ -52,6 +52,12 @@ function emq_flow.release(p, parent, pk)
   redis.call('PUBLISH', p .. 'events', '{"event":"added"}')
 end
 
+-- a waiting parent removed (remove_job): out of `waiting`, its results freed
+function emq_flow.forget(p, parent)
+  redis.call('ZREM', p .. 'waiting', parent)
+  redis.call('DEL', p .. 'flow:' .. parent)
+end
+
 -- a parent dead-lettered for a child's failure (on_child_failure="fail"); recorded like
 -- any dead job, its `children` with it
 function emq_flow.kill(p, parent, pk, reason, force, now)

@@ -6,7 +6,8 @@
   A finished job's outcome stays in the outcome stream (and the archive) when recorded.
   A cancel by id is cancel-3.lua: it removes only a pending or scheduled job.
   Flows: a removed pending child is counted on its parent as failed, 'removed'
-  (emq_flow.settled, _lib_flow.lua); a waiting parent cannot be removed (-4). ]]
+  (emq_flow.settled, _lib_flow.lua); a waiting parent is removed with its results
+  (emq_flow.forget): its children run on, and their settles find no parent. ]]
 local p = ARGV[1]
 local id = ARGV[2]
 local row = redis.call('HMGET', KEYS[5], 'state', 'group')
@@ -19,6 +20,8 @@ elseif state == 'dead' then
 elseif state == 'pending' or state == 'scheduled' then
   emq_unqueue(p, KEYS[1], KEYS[2], id, g)
   if emq_flow.on(p) then emq_flow.settled(p, id, false, 'removed', '0', emq_now()) end
+elseif state == 'waiting' then
+  emq_flow.forget(p, id)
 else
   return -4
 end
