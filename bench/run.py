@@ -32,6 +32,7 @@ SECTIONS = {
     "durable": ("bench_durable", "rows"),
     "instructions": ("bench_instructions", "rows"),
     "dedup": ("bench_dedup", "rows"),
+    "flows": ("bench_flows", "rows"),
 }
 """Every section: its module under bench/ and the function that yields (measure, value)."""
 

@@ -93,6 +93,11 @@ _LAZY: dict[str, str] = {
     "RetryPolicy": "echomq.worker.retry",
     "App": "echomq.app.app",
     "Task": "echomq.app.task",
+    "Signature": "echomq.app.flows",
+    "chain": "echomq.app.flows",
+    "group": "echomq.app.flows",
+    "chord": "echomq.app.flows",
+    "children": "echomq.queue.flows",
     "connect": "echomq.app.connect",
     "append_log": "echomq.jobs.joblog",
     "schedule": "echomq.scheduling.cron",
@@ -109,6 +114,7 @@ if TYPE_CHECKING:
     from echomq import aio, archive, cancel, tracing
     from echomq.app.app import App
     from echomq.app.connect import connect
+    from echomq.app.flows import Signature, chain, chord, group
     from echomq.app.task import Task
     from echomq.errors import Fail, Retry
     from echomq.jobs.joblog import append_log
@@ -134,6 +140,7 @@ if TYPE_CHECKING:
     from echomq.queue.directory import queues
     from echomq.queue.enqueue import add, add_many
     from echomq.queue.events import Event, EventKind, publish
+    from echomq.queue.flows import children
     from echomq.queue.listen import EventStream, events
     from echomq.queue.listing import list_jobs
     from echomq.queue.retention import (
@@ -214,6 +221,7 @@ __all__ = [
     "RetryPolicy",
     "Schedule",
     "ScheduleGone",
+    "Signature",
     "StaleToken",
     "StalledSweep",
     "StreamUnavailable",
@@ -226,6 +234,9 @@ __all__ = [
     "aio",
     "archive",
     "cancel",
+    "chain",
+    "children",
+    "chord",
     "claim",
     "complete",
     "complete_many",
@@ -238,6 +249,7 @@ __all__ = [
     "extend_lock",
     "fail",
     "get_job",
+    "group",
     "is_paused",
     "list_jobs",
     "metrics",

@@ -14,6 +14,8 @@ class JobState(StrEnum):
     ACTIVE = "active"
     COMPLETED = "completed"
     DEAD = "dead"
+    WAITING = "waiting"
+    """A flow's parent: its children have not all settled yet (``echomq.chord``)."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,18 @@ def _result(text: str | None) -> tuple[Any, str | None]:
         return text, None
 
 
+def id_list(text: str | None) -> list[str]:
+    """A flow parent's ``children`` (a JSON array of ids) as a list; [] when absent or not
+    such an array."""
+    if not text:
+        return []
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return []
+    return [str(i) for i in found] if isinstance(found, list) else []
+
+
 @dataclass(frozen=True)
 class Job:
     """A snapshot of one job's row (``get_job``)."""
@@ -148,6 +162,10 @@ class Job:
     """The dedup id it was added under (``add(..., dedup_id=...)``); None when none."""
     debounced: int = 0
     """How many debounce adds replaced its payload while it waited."""
+    parent: str | None = None
+    """The flow's job that waits for this one (a chord's ``then``, a chain's next step)."""
+    children: list[str] = field(default_factory=list)
+    """The jobs this flow parent waits for, in order (``echomq.children``)."""
 
     @property
     def cancelled(self) -> bool:
@@ -189,6 +207,8 @@ class Job:
             logs=log_lines(row.get("logs")),
             dedup_id=row.get("dedup"),
             debounced=num("debounced") or 0,
+            parent=row.get("parent"),
+            children=id_list(row.get("children")),
         )
 
 
@@ -210,9 +230,13 @@ class Counts:
     completed: int
     dead: int
     paused: bool = False
+    waiting: int = 0
+    """A flow's parents waiting for their children."""
 
     def as_dict(self) -> dict[str, int | bool]:
-        return {
+        """Every count and ``paused``; ``waiting`` only when a flow's parents wait (so the
+        shape of a queue without flows is as it always was)."""
+        out: dict[str, int | bool] = {
             "pending": self.pending,
             "scheduled": self.scheduled,
             "active": self.active,
@@ -220,6 +244,9 @@ class Counts:
             "dead": self.dead,
             "paused": self.paused,
         }
+        if self.waiting:
+            out["waiting"] = self.waiting
+        return out
 
 
 @dataclass(frozen=True)

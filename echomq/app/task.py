@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from echomq.app.calls import call_payload
+from echomq.app.flows import Signature
 from echomq.errors import InvalidArgument
 from echomq.queue import validate
 from echomq.queue.dedup import DedupMode
@@ -54,6 +55,11 @@ class Task(Generic[P, R]):
 
     def __repr__(self) -> str:
         return f"<Task {self.name} on {self.queue!r}>"
+
+    def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature:
+        """This call as a :class:`~echomq.app.flows.Signature`, for ``echomq.chain``,
+        ``group`` and ``chord`` (nothing is sent; checked when the flow is enqueued)."""
+        return Signature(self.name, self.queue, tuple(args), dict(kwargs))
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """Add a job that calls this task with these arguments; its id (one round trip)."""

@@ -5,7 +5,8 @@ The queue's Lua writes each settled outcome to ``emq:{q}:completions`` with the 
 ``started_at`` (the last claim's time; entries written before it was recorded lack it),
 and on a queue declared with ``payload=True`` the job's ``name`` and ``payload`` (its JSON
 text, what ``archive.replay`` enqueues again); ``errors`` (each failed attempt's error) and
-``logs`` (``job.log``'s lines), JSON arrays, when the job had them.
+``logs`` (``job.log``'s lines), JSON arrays, when the job had them; a flow's links,
+``parent`` (the job that waited for this one) and ``children`` (a JSON array of ids).
 Parsing is strict about what audit queries rely on (job, outcome, attempts, settle time)
 and lenient about the rest: anything else is kept verbatim in ``extra``. An entry that
 fails the strict part is never dropped; it is quarantined with its raw fields.
@@ -26,11 +27,12 @@ import orjson
 
 from echomq.archive.stream_ids import MAX_U64, parse_stream_id
 from echomq.errors import InvalidArgument, InvalidKey
+from echomq.models import id_list
 from echomq.queue.keys import check_name
 
 _INT = re.compile(r"-?[0-9]+\Z")
 _KNOWN = frozenset({"job", "outcome", "result", "attempts", "at", "created_at", "started_at",
-                    "name", "payload", "errors", "logs"})
+                    "name", "payload", "errors", "logs", "parent", "children"})
 
 
 class Outcome(StrEnum):
@@ -92,6 +94,15 @@ class ArchivedEntry:
     message, traceback; the last 10), or None when no attempt failed."""
     logs: str | None = None
     """Its ``job.log`` lines as JSON text (an array of objects: at, attempt, text), or None."""
+    parent: str | None = None
+    """The flow's job that waited for this one (``echomq.chord``, ``chain``), or None."""
+    children: str | None = None
+    """A flow parent's children as JSON text (an array of ids, in order), or None."""
+
+    @property
+    def children_value(self) -> list[str]:
+        """The recorded children decoded ([] when none or not an array)."""
+        return id_list(self.children)
 
     @property
     def payload_value(self) -> Any:
@@ -132,6 +143,10 @@ class ArchivedEntry:
             out["errors"] = self.errors
         if self.logs is not None:
             out["logs"] = self.logs
+        if self.parent is not None:
+            out["parent"] = self.parent
+        if self.children is not None:
+            out["children"] = self.children_value
         if self.extra:
             out["extra"] = dict(self.extra)
         return out
@@ -260,6 +275,8 @@ def parse_entry(
         payload=fields.get("payload"),
         errors=fields.get("errors"),
         logs=fields.get("logs"),
+        parent=fields.get("parent"),
+        children=fields.get("children"),
     )
 
 

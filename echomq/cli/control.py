@@ -49,9 +49,20 @@ def job_dict(job: Job) -> dict[str, Any]:
         out["dedup_id"] = job.dedup_id
         if job.debounced:
             out["debounced"] = job.debounced
+    if job.parent is not None:  # a flow's links (echomq.chain, chord)
+        out["parent"] = job.parent
+    if job.children:
+        out["children"] = job.children
     out |= {"created_at": _when(job.created_at), "claimed_at": _when(job.claimed_at),
             "finished_at": _when(job.finished_at), "entry": job.entry}
     return out
+
+
+def _ids_line(ids: list[str], shown: int = 20) -> str:
+    """A flow parent's children on one line: the first ``shown``, then how many in all."""
+    if len(ids) <= shown:
+        return ", ".join(ids)
+    return ", ".join(ids[:shown]) + f", ... ({len(ids)} in all; --json lists them)"
 
 
 def _one_line(text: str | None) -> str:
@@ -187,6 +198,8 @@ def show(ctx: click.Context, queue: str, job_id: str, as_json: bool, tracebacks:
         emit(row | {"errors": errors, "logs": logs}, as_json)
         return
     row["payload"] = json.dumps(job.payload)
+    if job.children:
+        row["children"] = _ids_line(job.children)
     emit(row, as_json)
     for line in debug_lines(errors, logs, tracebacks):
         click.echo(line)

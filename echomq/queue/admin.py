@@ -27,17 +27,18 @@ def counts(conn: Connection, queue: str) -> Counts:
     """Jobs per state (pending includes every group's lane) and whether it is paused."""
     keys = conn.keys(queue)
     pipe = conn.redis.pipeline(transaction=False)
-    for key in (keys.pending, keys.scheduled, keys.active, keys.completed, keys.dead):
+    for key in (keys.pending, keys.scheduled, keys.active, keys.completed, keys.dead,
+                keys.waiting):
         pipe.zcard(key)
     pipe.smembers(keys.groups)
     pipe.hexists(keys.meta, "paused")
-    pending, scheduled, active, completed, dead, groups, paused = pipe.execute()
+    pending, scheduled, active, completed, dead, waiting, groups, paused = pipe.execute()
     if groups:
         pipe = conn.redis.pipeline(transaction=False)
         for group in groups:
             pipe.zcard(keys.lane(group))
         pending += sum(pipe.execute())
-    return Counts(pending, scheduled, active, completed, dead, bool(paused))
+    return Counts(pending, scheduled, active, completed, dead, bool(paused), waiting)
 
 
 def set_group_limit(conn: Connection, queue: str, group: str, limit: int) -> None:

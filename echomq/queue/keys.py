@@ -188,6 +188,11 @@ class Keys:
         return self._key("completed")
 
     @cached_property
+    def waiting(self) -> str:
+        """A flow's parents waiting for their children (``echomq.chord``, ``chain``)."""
+        return self._key("waiting")
+
+    @cached_property
     def events(self) -> str:
         return self._key("events")
 

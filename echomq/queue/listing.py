@@ -98,6 +98,7 @@ def _set_of(keys: Keys, state: JobState) -> str:
     return {
         JobState.SCHEDULED: keys.scheduled, JobState.ACTIVE: keys.active,
         JobState.COMPLETED: keys.completed, JobState.DEAD: keys.dead,
+        JobState.WAITING: keys.waiting,
     }[state]
 
 

@@ -24,9 +24,11 @@ from echomq.archive import declare
 from echomq.jobs.settle import Settlement
 from echomq.models import ClaimedJob
 from echomq.queue import listing, registry
+from echomq.queue.flows import add_flow
 from echomq.queue.listen import mark_listening
 from echomq.queue.retention import purge_counted
 from echomq.queue.transitions import intake
+from echomq.queue.transitions.flows import FlowNode
 from echomq.scheduling.cron import fire_queue
 from tests.support.keyspace import dump, epochs, normalise, timeless
 from tests.support.servers import run_id
@@ -336,6 +338,7 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     s("unschedule", lambda: echomq.unschedule(conn, q, "tick"))
     s("unschedule again", lambda: echomq.unschedule(conn, q, "tick"))
     dedup_steps(conn, q, s)
+    flow_steps(conn, q, s)
     bulk_steps(conn, q, s)
     return rec
 
@@ -368,6 +371,24 @@ def dedup_steps(conn: echomq.Connection, q: str,
     s("remove dedup", lambda: echomq.remove_job(conn, q, "u1"))
     s("add dedup freed", lambda: echomq.add(conn, q, {"u": 3}, job_id="u2", dedup_id="u",
                                             delay_ms=LONG))
+
+
+def flow_steps(conn: echomq.Connection, q: str, s: Callable[[str, Callable[[], Any]], Any]
+               ) -> None:
+    """A chord of two (one child dead, ignored) and a chain: added, settled, released."""
+    nodes = [FlowNode("c", '{"args":[1],"kwargs":{}}', 0, 1, 3),
+             FlowNode("c", '{"args":[2],"kwargs":{}}', 0, 1, 3),
+             FlowNode("p", '{"args":["x"],"kwargs":{}}', 0, 1, 0, "chord", "ignore")]
+    ids = s("flow_add chord", lambda: add_flow(conn, q, nodes))
+    s("flow_add chain", lambda: add_flow(conn, q, [
+        FlowNode("a", '{"args":[],"kwargs":{}}', 0, 1, 2),
+        FlowNode("b", '{"args":[],"kwargs":{}}', 0, 1, 0, "chain", "fail")]))
+    held = {j.id: j for j in s("claim children", lambda: echomq.claim(conn, q, lease_ms=LONG,
+                                                                     count=50))}
+    s("complete child", lambda: echomq.complete(conn, q, ids[0], held[ids[0]].token, [1]))
+    s("fail child", lambda: echomq.fail(conn, q, ids[1], held[ids[1]].token, "no", retry=False))
+    s("released parent", lambda: echomq.get_job(conn, q, ids[2]))
+    s("flow children", lambda: echomq.children(conn, q, ids[2]))
 
 
 def bulk_steps(conn: echomq.Connection, q: str, s: Callable[[str, Callable[[], Any]], Any]

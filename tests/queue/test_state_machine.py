@@ -19,7 +19,7 @@ from tests.support.waits import server_ms, wait_lapsed, wait_until
 
 LONG = 60_000
 SHORT = 40
-SETS = ("pending", "scheduled", "active", "completed", "dead")
+SETS = ("pending", "scheduled", "active", "completed", "dead", "waiting")
 
 
 def state(conn: echomq.Connection, queue: str, job_id: str) -> str | None:

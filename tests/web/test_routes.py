@@ -66,7 +66,7 @@ def test_a_queue_page_is_paged_newest_first(conn: Connection, queue: str) -> Non
     assert len(re.findall(r'<tr data-job=', last.text)) == 20
     assert "page 3 of 3" in last.text and 'id="older"' not in last.text
     tabs = re.findall(r'id="tab-([a-z]+)"', last.text)
-    assert tabs == ["pending", "scheduled", "active", "completed", "dead"]
+    assert tabs == ["pending", "scheduled", "active", "completed", "dead", "waiting"]
     assert set(ids).isdisjoint(re.findall(r'<tr data-job="([^"]+)"', last.text))
     assert web.get(f"/queues/{queue}?state=nonsense").status_code == 400
     assert web.get("/queues/bad:name").status_code == 400

@@ -228,11 +228,12 @@ end
 -- whether the archive has folded it. `started` is when the last attempt was claimed;
 -- `name` and `body` (the payload JSON) are given only on a queue that records payloads.
 -- The row's `errors` (each failed attempt's) and `logs` (job.log's lines), JSON arrays,
--- go with it when the row has them, so the archive keeps why a job died.
+-- go with it when the row has them, so the archive keeps why a job died; so do a flow's
+-- links (`parent`, `children`: _lib_flow.lua).
 local function emq_record(p, id, outcome, result, attempts, now, created, started, name, body)
   local fields = {'job', id, 'outcome', outcome, 'result', result,
     'attempts', attempts or '0', 'at', now}
-  local kept = redis.call('HMGET', p .. 'job:' .. id, 'errors', 'logs')
+  local kept = redis.call('HMGET', p .. 'job:' .. id, 'errors', 'logs', 'parent', 'children')
   if kept[1] then
     fields[#fields + 1] = 'errors'
     fields[#fields + 1] = kept[1]
@@ -240,6 +241,14 @@ local function emq_record(p, id, outcome, result, attempts, now, created, starte
   if kept[2] then
     fields[#fields + 1] = 'logs'
     fields[#fields + 1] = kept[2]
+  end
+  if kept[3] then  -- a flow's links (_lib_flow.lua): the archive shows the whole flow
+    fields[#fields + 1] = 'parent'
+    fields[#fields + 1] = kept[3]
+  end
+  if kept[4] then
+    fields[#fields + 1] = 'children'
+    fields[#fields + 1] = kept[4]
   end
   if created then
     fields[#fields + 1] = 'created_at'

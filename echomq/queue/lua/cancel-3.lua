@@ -11,7 +11,9 @@
    -6 any other state (completed, dead): nothing changes
   One read and one decision in one call: a job claimed an instant before is signalled,
   never refused as no longer removable.
-  Dedup: a removed job frees the dedup id it holds (emq_dedup_release, _lib_dedup.lua). ]]
+  Dedup: a removed job frees the dedup id it holds (emq_dedup_release, _lib_dedup.lua).
+  Flows: a removed child is counted on its parent as failed, 'cancelled' (emq_flow.settled,
+  _lib_flow.lua); a waiting parent is in 'any other state'. ]]
 local p = ARGV[1]
 local row = redis.call('HMGET', KEYS[3], 'state', 'group')
 local state = row[1]
@@ -21,6 +23,7 @@ if not state then
 elseif state == 'pending' or state == 'scheduled' then
   emq_unqueue(p, KEYS[1], KEYS[2], ARGV[2], row[2])
   emq_dedup_release(p, ARGV[2])
+  if emq_flow.on(p) then emq_flow.settled(p, ARGV[2], false, 'cancelled', '0', emq_now()) end
   redis.call('DEL', KEYS[3])
   code = 1
 elseif state == 'active' then

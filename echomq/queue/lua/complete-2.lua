@@ -18,7 +18,9 @@
   largest, which would refuse every XADD) is first set aside to `foreign` (emq_xadd,
   _lib.lua), so a settled job is never missing from the recorded history.
   Dedup: a settled job frees the dedup id it holds (emq_dedup_release, _lib_dedup.lua;
-  one EXISTS a call when the queue never used a dedup id). ]]
+  one EXISTS a call when the queue never used a dedup id).
+  Flows: a settled child is counted on its waiting parent (emq_flow.settled,
+  _lib_flow.lua), which its last child releases to pending in this call. ]]
 local p = ARGV[1]
 local now = emq_now()
 local ids = {}
@@ -26,6 +28,7 @@ for i = 4, #ARGV, 4 do ids[#ids + 1] = ARGV[i] end
 -- membership of every id in one call; checked per job after the row and the token
 local held = redis.call('ZMSCORE', KEYS[1], unpack(ids))
 local recording, with_payload = emq_recording(p, ARGV[2])
+local flows = emq_flow.on(p)
 local codes = {}
 local done = {}
 local dedup_on = emq_dedup_on(p)
@@ -65,6 +68,7 @@ for n, id in ipairs(ids) do
     outcomes[#outcomes + 1] = outcome
     tally[outcome] = (tally[outcome] or 0) + 1
     emq_observe(run, wait, now, row[3], row[4])
+    if flows then emq_flow.settled(p, id, outcome == 'completed', result, ARGV[2], now) end
     if row[2] then
       redis.call('ZREM', KEYS[1], id)
       emq_release_slot(p, row[2])

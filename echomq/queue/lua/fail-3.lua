@@ -27,7 +27,9 @@
   this call's millisecond, and an outside entry with an id from the future (up to the
   largest, which would refuse every XADD) is first set aside to `foreign` (emq_xadd,
   _lib.lua), so a settled job is never missing from the recorded history.
-  Dedup: a dead job frees the dedup id it holds (emq_dedup_release, _lib_dedup.lua). ]]
+  Dedup: a dead job frees the dedup id it holds (emq_dedup_release, _lib_dedup.lua).
+  Flows: a dead child is counted on its waiting parent (emq_flow.settled, _lib_flow.lua):
+  under on_child_failure 'fail' the parent is dead-lettered naming it. ]]
 local p = ARGV[1]
 local id = ARGV[2]
 local jk = p .. 'job:' .. id
@@ -87,4 +89,5 @@ if recording then
   redis.call('HSET', jk, 'entry', entry)
 end
 if emq_listened(p) then emq_tell(p, 'dead', id, ARGV[4]) end
+if emq_flow.on(p) then emq_flow.settled(p, id, false, ARGV[4], ARGV[7], now) end
 return 2

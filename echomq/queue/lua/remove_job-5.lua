@@ -5,7 +5,10 @@
   A lane this call empties leaves `groups` and the ring.
   A finished job's outcome stays in the outcome stream (and the archive) when recorded.
   A cancel by id is cancel-3.lua: it removes only a pending or scheduled job.
-  Dedup: a removed job frees the dedup id it holds (emq_dedup_release, _lib_dedup.lua). ]]
+  Dedup: a removed job frees the dedup id it holds (emq_dedup_release, _lib_dedup.lua).
+  Flows: a removed pending child is counted on its parent as failed, 'removed'
+  (emq_flow.settled, _lib_flow.lua); a waiting parent is removed with its results
+  (emq_flow.forget): its children run on, and their settles find no parent. ]]
 local p = ARGV[1]
 local id = ARGV[2]
 local row = redis.call('HMGET', KEYS[5], 'state', 'group')
@@ -17,6 +20,9 @@ elseif state == 'dead' then
   redis.call('ZREM', KEYS[4], id)
 elseif state == 'pending' or state == 'scheduled' then
   emq_unqueue(p, KEYS[1], KEYS[2], id, g)
+  if emq_flow.on(p) then emq_flow.settled(p, id, false, 'removed', '0', emq_now()) end
+elseif state == 'waiting' then
+  emq_flow.forget(p, id)
 else
   return -4
 end

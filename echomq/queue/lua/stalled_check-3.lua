@@ -20,7 +20,8 @@
     a grouped lapsed row refuses the whole call: 'EMQSTATE stalled lane not native'.
   When someone listens (the `listeners` mark, checked once per call), each dead-letter
   is told on the job-events channel as 'dead' with the reason 'stalled'.
-  Dedup: a dead-letter frees the dedup id it holds (emq_dedup_release, _lib_dedup.lua). ]]
+  Dedup: a dead-letter frees the dedup id it holds (emq_dedup_release, _lib_dedup.lua).
+  Flows: a dead-lettered child is counted on its parent (emq_flow.settled, _lib_flow.lua). ]]
 local p = ARGV[1]
 local maxst = tonumber(ARGV[2])
 local lim = tonumber(ARGV[3])
@@ -66,6 +67,7 @@ local function dead_letter(jk, id, attempts, created)
   dead[#dead + 1] = id
   if listened == nil then listened = emq_listened(p) end
   if listened then emq_tell(p, 'dead', id, 'stalled') end
+  if emq_flow.on(p) then emq_flow.settled(p, id, false, 'stalled', '0', now) end
 end
 
 local function recover(jk, id, g)

@@ -20,5 +20,6 @@ documents):
 - ``removals``: ``purge`` (retention), ``drain``, ``obliterate``;
 - ``dedup``: ``add_dedup`` (an add under a dedup id);
 - ``searching``: ``search_page`` (the dashboard's search, read only);
+- ``flows``: ``flow_add`` (a chain's, group's or chord's jobs in one call);
 - ``folding``: the archive's fold lease (``fold_acquire`` ... ``fold_mark``).
 """
