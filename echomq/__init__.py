@@ -55,6 +55,9 @@ _LAZY: dict[str, str] = {
     "Retention": "echomq.models",
     "Schedule": "echomq.models",
     "StalledSweep": "echomq.models",
+    "HeldJob": "echomq.models",
+    "WorkerInfo": "echomq.models",
+    "workers": "echomq.queue.workers",
     "counts": "echomq.queue.admin",
     "dead_jobs": "echomq.queue.admin",
     "get_job": "echomq.queue.admin",
@@ -98,6 +101,8 @@ _LAZY: dict[str, str] = {
     "schedule": "echomq.scheduling.cron",
     "schedules": "echomq.scheduling.cron",
     "unschedule": "echomq.scheduling.cron",
+    "pause_schedule": "echomq.scheduling.cron",
+    "resume_schedule": "echomq.scheduling.cron",
     "BatchScheduler": "echomq.scheduling.scheduler",
 }
 """Every other public name and the module that is its home ("module:" for a submodule),
@@ -120,12 +125,14 @@ if TYPE_CHECKING:
         CancelVerdict,
         ClaimedJob,
         Counts,
+        HeldJob,
         Job,
         JobState,
         Purged,
         Retention,
         Schedule,
         StalledSweep,
+        WorkerInfo,
     )
     from echomq.queue.admin import counts, dead_jobs, get_job, metrics, set_group_limit
     from echomq.queue.bulk import drain, obliterate
@@ -144,7 +151,14 @@ if TYPE_CHECKING:
         set_retention,
     )
     from echomq.queue.wait import wait
-    from echomq.scheduling.cron import schedule, schedules, unschedule
+    from echomq.queue.workers import workers
+    from echomq.scheduling.cron import (
+        pause_schedule,
+        resume_schedule,
+        schedule,
+        schedules,
+        unschedule,
+    )
     from echomq.scheduling.scheduler import BatchScheduler
     from echomq.worker.consumer import Consumer
     from echomq.worker.context import JobContext, current_job
@@ -191,6 +205,7 @@ __all__ = [
     "EventStream",
     "Fail",
     "Fixed",
+    "HeldJob",
     "HistoryNotArchived",
     "InvalidArgument",
     "InvalidKey",
@@ -219,6 +234,7 @@ __all__ = [
     "StreamUnavailable",
     "Task",
     "WaitTimeout",
+    "WorkerInfo",
     "add",
     "add_many",
     "append_log",
@@ -243,6 +259,7 @@ __all__ = [
     "metrics",
     "obliterate",
     "pause",
+    "pause_schedule",
     "promote",
     "publish",
     "purge",
@@ -252,6 +269,7 @@ __all__ = [
     "remove_job",
     "report_progress",
     "resume",
+    "resume_schedule",
     "retention",
     "retry_dead",
     "schedule",
@@ -262,6 +280,7 @@ __all__ = [
     "tracing",
     "unschedule",
     "wait",
+    "workers",
 ]
 
 

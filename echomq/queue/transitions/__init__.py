@@ -18,5 +18,7 @@ documents):
 - ``steering``: ``cancel``, ``pause``, ``resume``, ``promote``, ``group_limit``,
   ``retry_dead``;
 - ``removals``: ``purge`` (retention), ``drain``, ``obliterate``;
-- ``folding``: the archive's fold lease (``fold_acquire`` ... ``fold_mark``).
+- ``folding``: the archive's fold lease (``fold_acquire`` ... ``fold_mark``);
+- ``heartbeat``: a worker's record (``worker_beat``, ``worker_leave``);
+- ``cron_specs``: a schedule's spec swapped if unchanged (``cron_swap``).
 """
