@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from echomq.web.app import Dashboard
 
 GONE_HELD_READ = 20
-"""Gone workers whose held jobs are read (what became of each) on one page."""
+"""Gone workers whose held jobs are read (what became of each: one pipelined read) on one
+page."""
 MAX_CRON_QUEUES = 200
 """Queues with schedules one Schedules page reads (each costs one round trip)."""
 
@@ -32,13 +33,14 @@ def _workers_context(board: Dashboard, query: Any) -> dict[str, Any]:
     if wanted is not None:
         conn.keys(wanted)
     found = echomq.workers(conn, wanted)
-    rows, read = [], 0
+    gone = [w for w in found if not w.alive and w.held][:GONE_HELD_READ]
+    states = iter(held_states(conn, tuple(h for w in gone for h in w.held)))  # one trip
+    rows = []
     for w in found:
         held: list[dict[str, Any]] = [{"queue": h.queue, "id": h.id, "state": None,
                                        "held": True} for h in w.held]
-        if not w.alive and read < GONE_HELD_READ:
-            read += 1
-            held = held_states(conn, w.held)
+        if w in gone:
+            held = [next(states) for _ in w.held]
         rows.append({"w": w, "held": held})
     return {"rows": rows, "queue": wanted or "",
             "alive": sum(1 for w in found if w.alive), "gone": sum(1 for w in found

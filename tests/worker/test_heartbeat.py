@@ -48,6 +48,19 @@ def test_a_consumers_record_lists_what_it_holds_and_goes_at_its_stop(
     assert [w for w in echomq.workers(conn) if w.id == info.id] == []
 
 
+def test_a_record_lists_the_first_held_jobs_and_counts_them_all(conn: Connection,
+                                                                 queue: str) -> None:
+    from echomq.worker.heartbeat import Heartbeat
+
+    record = Heartbeat(conn, [f"{queue}-{n}" for n in range(120)], 2, beat_ms=60_000)
+    record.beat([(queue, f"j-{n}", 1) for n in range(150)])
+    (info,) = echomq.workers(conn, f"{queue}-7")
+    assert (len(info.held), info.held_count, info.held[-1].id) == (100, 150, "j-99")
+    assert (len(info.queues), info.queue_count) == (100, 120)
+    record.leave()
+    assert echomq.workers(conn, f"{queue}-7") == []
+
+
 @pytest.mark.plain_only  # a process is killed here; the slot layout is the test above's
 def test_a_killed_worker_turns_gone_with_what_it_held_then_lapses(
         server_url: str, queue: str) -> None:
