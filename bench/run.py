@@ -33,6 +33,7 @@ SECTIONS = {
     "instructions": ("bench_instructions", "rows"),
     "dedup": ("bench_dedup", "rows"),
     "flows": ("bench_flows", "rows"),
+    "heartbeat": ("bench_heartbeat", "rows"),
 }
 """Every section: its module under bench/ and the function that yields (measure, value)."""
 

@@ -55,6 +55,9 @@ _LAZY: dict[str, str] = {
     "Retention": "echomq.models",
     "Schedule": "echomq.models",
     "StalledSweep": "echomq.models",
+    "HeldJob": "echomq.models",
+    "WorkerInfo": "echomq.models",
+    "workers": "echomq.queue.workers",
     "counts": "echomq.queue.admin",
     "dead_jobs": "echomq.queue.admin",
     "get_job": "echomq.queue.admin",
@@ -103,6 +106,8 @@ _LAZY: dict[str, str] = {
     "schedule": "echomq.scheduling.cron",
     "schedules": "echomq.scheduling.cron",
     "unschedule": "echomq.scheduling.cron",
+    "pause_schedule": "echomq.scheduling.cron",
+    "resume_schedule": "echomq.scheduling.cron",
     "BatchScheduler": "echomq.scheduling.scheduler",
 }
 """Every other public name and the module that is its home ("module:" for a submodule),
@@ -126,12 +131,14 @@ if TYPE_CHECKING:
         CancelVerdict,
         ClaimedJob,
         Counts,
+        HeldJob,
         Job,
         JobState,
         Purged,
         Retention,
         Schedule,
         StalledSweep,
+        WorkerInfo,
     )
     from echomq.queue.admin import counts, dead_jobs, get_job, metrics, set_group_limit
     from echomq.queue.bulk import drain, obliterate
@@ -151,7 +158,14 @@ if TYPE_CHECKING:
         set_retention,
     )
     from echomq.queue.wait import wait
-    from echomq.scheduling.cron import schedule, schedules, unschedule
+    from echomq.queue.workers import workers
+    from echomq.scheduling.cron import (
+        pause_schedule,
+        resume_schedule,
+        schedule,
+        schedules,
+        unschedule,
+    )
     from echomq.scheduling.scheduler import BatchScheduler
     from echomq.worker.consumer import Consumer
     from echomq.worker.context import JobContext, current_job
@@ -198,6 +212,7 @@ __all__ = [
     "EventStream",
     "Fail",
     "Fixed",
+    "HeldJob",
     "HistoryNotArchived",
     "InvalidArgument",
     "InvalidKey",
@@ -227,6 +242,7 @@ __all__ = [
     "StreamUnavailable",
     "Task",
     "WaitTimeout",
+    "WorkerInfo",
     "add",
     "add_many",
     "append_log",
@@ -255,6 +271,7 @@ __all__ = [
     "metrics",
     "obliterate",
     "pause",
+    "pause_schedule",
     "promote",
     "publish",
     "purge",
@@ -264,6 +281,7 @@ __all__ = [
     "remove_job",
     "report_progress",
     "resume",
+    "resume_schedule",
     "retention",
     "retry_dead",
     "schedule",
@@ -274,6 +292,7 @@ __all__ = [
     "tracing",
     "unschedule",
     "wait",
+    "workers",
 ]
 
 

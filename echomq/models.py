@@ -313,3 +313,63 @@ class Schedule:
     """The first fire time after both now and the last fire (None: it never fires again)."""
     last_fire_at: int | None
     """The latest fire time a scheduler enqueued (None: not fired yet)."""
+    paused_at: int | None = None
+    """When it was paused (``pause_schedule``): no fire while paused, and none for the
+    times it missed once resumed. None: it fires."""
+    recent_fires: tuple[int, ...] = ()
+    """The latest fire times a scheduler enqueued, newest first (at most 10): each one's
+    job is ``cron-<name>-<time>``."""
+
+    @property
+    def paused(self) -> bool:
+        return self.paused_at is not None
+
+    @property
+    def recent_job_ids(self) -> tuple[str, ...]:
+        """The ids of the jobs of :attr:`recent_fires`, newest first."""
+        return tuple(f"cron-{self.name}-{at}" for at in self.recent_fires)
+
+
+@dataclass(frozen=True)
+class HeldJob:
+    """A job a worker said it held at its last beat, by the fencing token of its claim."""
+
+    queue: str
+    id: str
+    token: int
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """One worker's heartbeat record (``echomq.workers``): what it said of itself at its
+    last beat. Times are epoch ms on the server clock."""
+
+    id: str
+    kind: str
+    """``consumer`` (a plain Consumer), ``worker`` (an App's), ``child`` (one process of an
+    App worker with ``processes=N``) or ``supervisor`` (the parent of those)."""
+    host: str
+    pid: int
+    parent_pid: int | None
+    queues: tuple[str, ...]
+    queue_count: int
+    """How many queues it serves (:attr:`queues` lists the first 100)."""
+    tasks: tuple[str, ...]
+    concurrency: int
+    held: tuple[HeldJob, ...]
+    """The jobs it held at its last beat (the first 100; :attr:`held_count` says how many)."""
+    held_count: int
+    started_at: int
+    last_beat_at: int
+    beat_ms: int
+    version: str
+    alive: bool
+    """False once its last beat is older than a few beats (``GONE_BEATS``): it stopped
+    without saying so (kill -9, a lost host); its record lapses a while later."""
+    seen_at: int
+    """The server time this record was read at."""
+
+    @property
+    def silent_ms(self) -> int:
+        """How long since its last beat, at :attr:`seen_at`."""
+        return max(0, self.seen_at - self.last_beat_at)

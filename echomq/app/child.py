@@ -189,6 +189,9 @@ class Child:
         if spec.concurrency == 1:  # a run past its timeout plus grace ends this process
             options.setdefault("hard_timeout", "exit")
         self.worker = Worker(app, spec.queues, concurrency=spec.concurrency, **options)
+        record = self.worker.consumer.heartbeat
+        if record is not None:  # the dashboard shows it under its supervisor
+            record.describe(kind="child", parent_pid=spec.parent_pid)
 
     def run(self) -> int:
         """Work until the supervisor's SIGTERM (a second one forces), a recycle or the

@@ -34,6 +34,7 @@ from echomq.errors import ConsumerCrashed, InvalidArgument
 from echomq.jobs.settle import DEFAULT_BACKOFF_CAP_MS, DEFAULT_BACKOFF_MS
 from echomq.queue import worker_events
 from echomq.queue.worker_events import WorkerEvent
+from echomq.worker.heartbeat import Heartbeat, leave
 
 if TYPE_CHECKING:
     from echomq.app.app import App
@@ -92,6 +93,18 @@ def import_path(app: App) -> str:
                           f"module, so a child process cannot import it: {hint}")
 
 
+def _beat(record: Heartbeat | None, children: list[ChildState]) -> None:
+    """The supervisor's record, once a beat, from its loop: what its children hold now (a
+    server that does not answer costs a log line; the next beat writes it again)."""
+    if record is None or not record.due():
+        return
+    held = [(q, i, token) for c in children for (q, i), (token, _) in c.held.items()]
+    try:
+        record.beat(held)
+    except Exception as exc:  # noqa: BLE001 - the server may be restarting
+        log.warning("supervisor heartbeat failed: %s", exc)
+
+
 def _optional_positive(value: int | None, what: str) -> int | None:
     from echomq.queue import validate
 
@@ -145,6 +158,9 @@ class Supervisor:
         self._stops = 0
         self._deadline: float | None = None
         self._context = multiprocessing.get_context("spawn")
+        self.heartbeat = self.worker.consumer.heartbeat
+        if self.heartbeat is not None:  # its own record (beside its children's): _beat
+            self.heartbeat.describe(kind="supervisor", concurrency=processes * concurrency)
 
     # -- public -------------------------------------------------------------------------
 
@@ -167,6 +183,7 @@ class Supervisor:
             self._loop()
         finally:
             self._kill_all()
+            leave(self.heartbeat)
             if restore is not None:
                 restore()
         log.info("supervisor stopped: %d restart(s), %d recycle(s), %d child death(s)",
@@ -198,6 +215,7 @@ class Supervisor:
 
     def _loop(self) -> None:
         while self.children:
+            _beat(self.heartbeat, self.children)
             ready = wait([c.pipe for c in self.children]
                          + [c.process.sentinel for c in self.children], TICK_S)
             for c in list(self.children):

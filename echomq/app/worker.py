@@ -51,6 +51,8 @@ class Worker:
                                  failure_policy=self.router.plan, log_finished=True,
                                  timeouts=self.router.timeouts, **consumer_options)
         self.queues = self.consumer.queues
+        if self.consumer.heartbeat is not None:
+            self.consumer.heartbeat.describe(kind="worker", tasks=self.router.tasks)
 
     def start_line(self) -> str:
         """What this worker serves, from where: its first log line."""

@@ -1,4 +1,4 @@
-"""The cron commands: schedule, unschedule, schedules.
+"""The cron commands: schedule, unschedule, schedules, pause-schedule, resume-schedule.
 
 ``emq scheduler`` fires what these store (each fire time once, however many schedulers
 run); these commands only store, remove and list schedules.
@@ -27,7 +27,7 @@ def _when(ms: int | None) -> str | None:
 def _row(s: Schedule) -> dict[str, Any]:
     return {"name": s.name, "cron": s.cron, "timezone": s.timezone, "payload": s.payload,
             "options": s.options, "next_fire": _when(s.next_fire_at),
-            "last_fire": _when(s.last_fire_at)}
+            "last_fire": _when(s.last_fire_at), "paused": s.paused}
 
 
 @click.command()
@@ -100,3 +100,31 @@ def schedules(ctx: click.Context, queue: str, as_json: bool) -> None:
     for s in found:
         click.echo(f"{s.name}\t{s.cron}\t{s.timezone}\tnext {_when(s.next_fire_at) or '-'}"
                    f"\tlast {_when(s.last_fire_at) or '-'}")
+
+
+@click.command("pause-schedule")
+@click.option("--queue", "-q", required=True)
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def pause_schedule(ctx: click.Context, queue: str, name: str, as_json: bool) -> None:
+    """Pause the cron schedule NAME: no fire until resume-schedule (the times it misses
+    are never fired). Exits 1 when there is no such schedule."""
+    conn = connect(ctx)
+    with as_click_error():
+        changed = echomq.pause_schedule(conn, queue, name)
+    emit({"name": name, "paused": True, "changed": changed}, as_json)
+
+
+@click.command("resume-schedule")
+@click.option("--queue", "-q", required=True)
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def resume_schedule(ctx: click.Context, queue: str, name: str, as_json: bool) -> None:
+    """Resume the paused cron schedule NAME from its next fire time. Exits 1 when there
+    is no such schedule."""
+    conn = connect(ctx)
+    with as_click_error():
+        changed = echomq.resume_schedule(conn, queue, name)
+    emit({"name": name, "paused": False, "changed": changed}, as_json)

@@ -72,6 +72,21 @@ def cron_set(prefix: str = PREFIX) -> str:
     return check_prefix(prefix) + ":cron"
 
 
+def workers_set(prefix: str = PREFIX) -> str:
+    """The workers of ``prefix`` that beat lately: a sorted set of worker ids scored by when
+    each one's record lapses (server ms). Its hash tag ``{prefix}`` is every record's too,
+    so a beat (``worker_beat-2.lua``) writes one slot; no queue key starts ``prefix:{``
+    with it, so no queue scan finds it."""
+    p = check_prefix(prefix)
+    return f"{p}:workers:{{{p}}}"
+
+
+def worker_record(prefix: str, worker_id: str) -> str:
+    """One worker's heartbeat record (a hash that expires a few beats after its last)."""
+    p = check_prefix(prefix)
+    return f"{p}:worker:{{{p}}}:{check_name(worker_id, 'worker id')}"
+
+
 def check_name(value: object, what: str = "name") -> str:
     """Return ``value`` if it is a usable queue name or job id, else raise ``InvalidKey``."""
     # the common case at C speed: ASCII letters and digits (every generated id) are usable

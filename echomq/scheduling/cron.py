@@ -12,6 +12,12 @@ The job id is ``cron-<name>-<fire time, epoch ms>``.
 
 Times are the SERVER clock (``TIME``) unless a caller passes ``now`` (tests, replays).
 A schedule never fires for a time before it was stored (or last replaced).
+
+A paused schedule (:func:`pause_schedule`) keeps its spec with a ``paused_at`` time: the
+spec is the version ``cron_fire`` compares, so a fire computed before the pause is
+refused, and no fire is computed while it is paused. Resumed, it never fires for the
+times it missed (``resumed_at`` bounds them as ``created_at`` does). Replacing a paused
+schedule keeps it paused. Specs are written by ``cron_swap`` (only over the spec read).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from echomq.queue import validate
 from echomq.queue.connection import Connection
 from echomq.queue.enqueue import DEFAULT_MAX_ATTEMPTS, option_args
 from echomq.queue.keys import MAX_NAME_LENGTH, Keys, check_name
-from echomq.queue.transitions import intake
+from echomq.queue.transitions import cron_specs, intake
 from echomq.scheduling import crontab
 
 log = logging.getLogger("echomq.cron")
@@ -39,6 +45,9 @@ ADD_OPTIONS = ("delay_ms", "priority", "max_attempts", "group", "name")
 """The options of ``echomq.add`` a schedule passes to every fire (not ``job_id``: each
 fire's id is derived from the schedule name and the fire time)."""
 
+RECENT = "recent:"
+"""The schedule-fires field of a schedule's latest fire times (``recent:<name>``, written
+by ``cron_fire``; a schedule name holds no ``:``)."""
 JOB_ID_PREFIX = "cron-"
 MAX_SCHEDULE_NAME = MAX_NAME_LENGTH - len(JOB_ID_PREFIX) - 1 - 16
 """Leaves room in a job id for ``cron-``, ``-`` and a fire time in ms."""
@@ -59,12 +68,31 @@ class _Spec:
     payload: str
     options: dict[str, Any]
     created_at: int
+    paused_at: int | None = None
+    resumed_at: int | None = None
 
     @classmethod
     def load(cls, text: str) -> _Spec:
         data = json.loads(text)
+        paused, resumed = data.get("paused_at"), data.get("resumed_at")
         return cls(text, data["cron"], data["timezone"], data["payload"], data["options"],
-                   int(data["created_at"]))
+                   int(data["created_at"]), int(paused) if paused is not None else None,
+                   int(resumed) if resumed is not None else None)
+
+    @property
+    def since(self) -> int:
+        """It never fires for a time before this: stored, replaced or resumed."""
+        return max(self.created_at, self.resumed_at or 0)
+
+    def with_times(self, **times: int | None) -> str:
+        """This spec's JSON with ``paused_at``/``resumed_at`` set (None: removed)."""
+        data = json.loads(self.text)
+        for name, value in times.items():
+            if value is None:
+                data.pop(name, None)
+            else:
+                data[name] = value
+        return _dumps(data)
 
     def option_args(self) -> list[str | int]:
         o = self.options
@@ -88,6 +116,27 @@ def check_schedule_name(name: object) -> str:
         raise InvalidKey(f"schedule name is {size} bytes in UTF-8; the limit is "
                          f"{MAX_SCHEDULE_NAME} (its jobs' ids add the fire time)")
     return name
+
+
+def _dumps(data: dict[str, Any]) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+SWAP_TRIES = 5
+"""Writes of one spec tried against changes made meanwhile before giving up."""
+
+
+def _swap(conn: Connection, keys: Keys, name: str, change: Any) -> tuple[str, str | None]:
+    """Store ``change(read)`` (the spec read, None when there is none) over the spec read
+    (``cron_swap``); ``(spec stored, spec read)``. Raises when others keep changing it."""
+    for _ in range(SWAP_TRIES):
+        read = cast(str | None, conn.redis.hget(keys.schedules, name))
+        spec = change(read)
+        if spec == read or cron_specs.swapped(
+                conn.executor.run(*cron_specs.swap_call(keys, name, read, spec))):
+            return spec, read
+    raise EchoMQError(f"the cron schedule {name!r} kept changing while it was written; "
+                      "try again")
 
 
 def server_ms(conn: Connection) -> int:
@@ -130,14 +179,18 @@ def schedule(conn: Connection, queue: str, name: str, cron: str, payload: Any, /
     options = _add_options(add_options)
     body = validate.payload_json(payload, conn.payload_limit)
     now = server_ms(conn)
-    spec = json.dumps({"cron": " ".join(cron.split()), "timezone": timezone, "payload": body,
-                       "options": options, "created_at": now},
-                      sort_keys=True, separators=(",", ":"))
+    fresh = {"cron": " ".join(cron.split()), "timezone": timezone, "payload": body,
+             "options": options, "created_at": now}
+
+    def replaced(read: str | None) -> str:  # a paused schedule stays paused
+        paused = _Spec.load(read).paused_at if read else None
+        return _dumps(fresh if paused is None else {**fresh, "paused_at": paused})
+
     # the cron set first (another slot on a Cluster): a crash between the two leaves a
     # listed queue with no schedule, which the scheduler passes over, never a schedule
     # the scheduler cannot find
     conn.redis.sadd(conn.cron_set, queue)
-    conn.redis.hset(keys.schedules, name, spec)
+    spec, _ = _swap(conn, keys, name, replaced)
     last = cast(str | None, conn.redis.hget(keys.schedule_fires, name))
     return _view(name, _Spec.load(spec), last, now)
 
@@ -149,12 +202,45 @@ def unschedule(conn: Connection, queue: str, name: str) -> bool:
     check_name(name, "schedule name")
     pipe = conn.redis.pipeline(transaction=True)
     pipe.hdel(keys.schedules, name)
-    pipe.hdel(keys.schedule_fires, name)
+    pipe.hdel(keys.schedule_fires, name, RECENT + name)
     pipe.hlen(keys.schedules)
     existed, _, left = pipe.execute()
     if not left:
         _unlist(conn, queue)
     return bool(existed)
+
+
+def pause_schedule(conn: Connection, queue: str, name: str) -> bool:
+    """Pause the schedule ``name`` of ``queue``: no fire from now on until
+    :func:`resume_schedule` (a fire already computed is refused by ``cron_fire``). Returns
+    False when it was paused already; raises ``ScheduleGone`` when there is no such
+    schedule."""
+    return _pause_or_resume(conn, queue, name, pause=True)
+
+
+def resume_schedule(conn: Connection, queue: str, name: str) -> bool:
+    """Resume a paused schedule: it fires from its next fire time after now, never for
+    the times it missed while paused. Returns False when it was not paused; raises
+    ``ScheduleGone`` when there is no such schedule."""
+    return _pause_or_resume(conn, queue, name, pause=False)
+
+
+def _pause_or_resume(conn: Connection, queue: str, name: str, *, pause: bool) -> bool:
+    keys = conn.keys(queue)
+    check_name(name, "schedule name")
+    now = server_ms(conn)
+
+    def changed(read: str | None) -> str:
+        if read is None:
+            raise ScheduleGone(f"no cron schedule {name!r} in queue {queue!r}")
+        spec = _Spec.load(read)
+        if (spec.paused_at is not None) == pause:
+            return read  # nothing to do: stored as it is
+        return (spec.with_times(paused_at=now) if pause
+                else spec.with_times(paused_at=None, resumed_at=now))
+
+    spec, read = _swap(conn, keys, name, changed)
+    return spec != read
 
 
 def _unlist(conn: Connection, queue: str) -> None:
@@ -170,7 +256,7 @@ def schedules(conn: Connection, queue: str) -> list[Schedule]:
     keys = conn.keys(queue)
     specs, fires = _read(conn, keys)
     now = server_ms(conn)
-    return [_view(name, _Spec.load(text), fires.get(name), now)
+    return [_view(name, _Spec.load(text), fires.get(name), now, fires.get(RECENT + name))
             for name, text in sorted(specs.items())]
 
 
@@ -182,14 +268,17 @@ def _read(conn: Connection, keys: Keys) -> tuple[dict[str, str], dict[str, str]]
     return specs, fires
 
 
-def _view(name: str, spec: _Spec, last: str | None, now: int) -> Schedule:
+def _view(name: str, spec: _Spec, last: str | None, now: int, recent: str | None = None
+          ) -> Schedule:
     last_ms = int(last) if last else None
-    start = max(now, spec.created_at, (last_ms or 0) + 1)
+    start = max(now, spec.since, (last_ms or 0) + 1)
     return Schedule(
         name=name, cron=spec.cron, timezone=spec.timezone, payload=json.loads(spec.payload),
         options=dict(spec.options), created_at=spec.created_at,
-        next_fire_at=crontab.next_fire(_trigger(spec.cron, spec.timezone), start),
-        last_fire_at=last_ms,
+        next_fire_at=None if spec.paused_at is not None
+        else crontab.next_fire(_trigger(spec.cron, spec.timezone), start),
+        last_fire_at=last_ms, paused_at=spec.paused_at,
+        recent_fires=tuple(int(t) for t in (recent or "").split(",") if t.isdigit()),
     )
 
 
@@ -205,10 +294,12 @@ def fire_queue(conn: Connection, queue: str, now: int | None = None) -> list[str
     fired: list[str] = []
     for name, text in sorted(specs.items()):
         spec = _Spec.load(text)
+        if spec.paused_at is not None:
+            continue
         last = fires.get(name)
         at = crontab.latest_fire(_trigger(spec.cron, spec.timezone),
                                  after_ms=int(last) if last else None,
-                                 since_ms=spec.created_at, now_ms=at_now)
+                                 since_ms=spec.since, now_ms=at_now)
         if at is None:
             continue
         fire = intake.CronFire(name, text, at, fire_job_id(name, at), spec.payload,

@@ -25,7 +25,7 @@ from starlette.templating import Jinja2Templates
 
 from echomq.errors import EchoMQError, InvalidArgument, InvalidKey
 from echomq.queue.connection import Connection
-from echomq.web import actions, archive_actions, pages, search_pages, timing
+from echomq.web import actions, archive_actions, fleet, pages, search_pages, timing
 from echomq.web.discovery import QueueDirectory
 from echomq.web.hosts import HostCheck, allowed_names
 from echomq.web.security import Gate
@@ -189,6 +189,11 @@ def create_app(conn: Connection, *, floor: Floor | str | os.PathLike[str] | None
         Route("/queues/{queue}/jobs/{job_id:path}/{action}", bind(actions.job),
               methods=["POST"]),
         Route("/metrics", bind(pages.metrics), name="metrics"),
+        Route("/workers", bind(fleet.workers), name="workers"),
+        Route("/fragments/workers", bind(fleet.workers_rows), name="workers_rows"),
+        Route("/schedules", bind(fleet.schedules), name="schedules"),
+        Route("/schedules/{action}", bind(fleet.schedule_action), methods=["POST"],
+              name="schedule_action"),
         Mount("/static", StaticFiles(packages=[("echomq.web", "static")]), name="static"),
     ]
     app = Starlette(routes=routes,

@@ -24,6 +24,7 @@ from echomq.queue.connection import Connection
 from echomq.queue.transitions import leases
 from echomq.queue.transitions.leases import LEASE_LOST
 from echomq.worker.context import JobContext
+from echomq.worker.heartbeat import Heartbeat
 from echomq.worker.held import Held
 from echomq.worker.queues import QueuePlan
 
@@ -38,6 +39,7 @@ class Beat:
     def __init__(
         self, conn: Connection, plan: QueuePlan, held: Held, *, lease_ms: int,
         auto_extend: bool, recovery: Recovery, max_stalled: int,
+        heartbeat: Heartbeat | None = None,
     ) -> None:
         self.conn = conn
         self.plan = plan
@@ -46,6 +48,10 @@ class Beat:
         self.auto_extend = auto_extend
         self.recovery: Recovery = recovery
         self.max_stalled = max_stalled
+        self.heartbeat = heartbeat
+        """The worker's record, written in the renewal's round trip (None: not written)."""
+        self.thread: threading.Thread | None = None
+        """The thread that runs :meth:`run` (a stop joins it before the record goes)."""
 
     def run(self, stop: threading.Event, beat_ms: int) -> None:
         """Beat until ``stop``; a server that fails one beat is tried again on the next."""
@@ -75,19 +81,26 @@ class Beat:
     def renew_held(self) -> None:
         """Renew every buffered lease (and, with ``auto_extend``, every running one) in
         ONE round trip, before the sweep could collect one. A buffered job whose lease
-        is gone is dropped unrun; a running one has its cancel token set."""
+        is gone is dropped unrun; a running one has its cancel token set. The worker's
+        heartbeat record rides in the same round trip (alone when nothing is renewed)."""
         with self.held.lock:
+            held = self.held.unfinished(started_too=True)
             # a running job with a timeout is bounded by it: its lease is kept like a
             # buffered one's, so a long run is never swept and run twice
-            jobs = [j for j in self.held.unfinished(started_too=True)
+            jobs = [j for j in held
                     if not j.started or self.auto_extend or j.timeout_s is not None]
-            if not jobs:
+            record = self.heartbeat
+            if not jobs and record is None:
                 return
             sent = time.monotonic()
             keys = self.plan.by_name
             calls = [leases.extend_call(keys[j.queue], j.id, j.token, self.lease_ms)
                      for j in jobs]
+            if record is not None:
+                calls.append(record.call([(j.queue, j.id, j.token) for j in held]))
             replies = self.conn.executor.run_many(calls)
+            if record is not None:
+                record.wrote(replies.pop())
             lost = [j for j, reply in zip(jobs, replies, strict=True)
                     if not self._renewed(j, reply, sent)]
             for job in lost:

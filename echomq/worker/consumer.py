@@ -36,6 +36,7 @@ from echomq.worker import lifecycle
 from echomq.worker.beat import Beat, Recovery
 from echomq.worker.claim_loop import ClaimLoop
 from echomq.worker.context import FailurePolicy, JobContext
+from echomq.worker.heartbeat import heartbeat_of
 from echomq.worker.held import STOP, Held
 from echomq.worker.options import (
     DEFAULT_DURABLE_TIMEOUT_MS,
@@ -107,6 +108,7 @@ class Consumer:
         threads: int | None = None,
         on_held: Callable[[list[JobContext]], None] | None = None,
         on_released: Callable[[list[JobContext]], None] | None = None,
+        heartbeat: bool = True,
     ) -> None:
         self.conn = conn
         self.plan = QueuePlan(conn, queue)
@@ -132,6 +134,7 @@ class Consumer:
         self._threads: list[threading.Thread] = []
         self._crashed: ConsumerCrashed | None = None
         self._where = lifecycle.described(self.plan)
+        self.heartbeat = heartbeat_of(heartbeat, conn, self.queues, o.concurrency, o.beat_ms)
         self._assemble(o)
 
     def _assemble(self, o: ConsumerOptions) -> None:
@@ -156,7 +159,7 @@ class Consumer:
             spawn=self._start_slot, give_up=self._give_up)
         self._beat = Beat(self.conn, self.plan, self._held, lease_ms=o.lease_ms,
                           auto_extend=o.auto_extend, recovery=o.recovery,
-                          max_stalled=o.max_stalled)
+                          max_stalled=o.max_stalled, heartbeat=self.heartbeat)
         self._subscription = Subscription(self.conn, self.plan, self._held, self._claims.added,
                                           cancel=o.cancel)
 
@@ -248,6 +251,7 @@ class Consumer:
         beat = threading.Thread(target=self._guarded, name="emq-beat", daemon=True,
                                 args=(lambda: self._beat.run(self._stop, self.options.beat_ms),))
         beat.start()
+        self._beat.thread = beat
         log.info("consumer on %s at %s: concurrency %d, lease %d ms, recovery %s, executor %s",
                  self._where, self.conn.safe_url, self.concurrency, self.lease_ms,
                  self.options.recovery, self.conn.executor_name)
@@ -295,6 +299,7 @@ class Consumer:
         end its threads and its subscription."""
         lifecycle.settle_and_hand_back(self._held, self._work, self._settler, self.grace_s,
                                        self._force)
+        lifecycle.leave(self.heartbeat, self._stop, self._beat.thread)
         for _ in self._threads:
             self._work.put(STOP)
         self._subscription.stop()

@@ -18,6 +18,7 @@ import redis
 
 from echomq.errors import ConnectionFailed
 from echomq.queue.connection import Connection
+from echomq.worker.heartbeat import Heartbeat
 from echomq.worker.held import Held, take_unstarted
 from echomq.worker.queues import QueuePlan
 from echomq.worker.settler import Settler
@@ -26,6 +27,8 @@ log = logging.getLogger("echomq.consumer")
 
 SETTLE_FLUSH_S = 5.0
 """How long a stop waits for finished outcomes to settle before handing anything back."""
+BEAT_JOIN_S = 5.0
+"""How long a stop waits for a beat in flight before it removes the worker's record."""
 TIMEOUT_EXIT_CODE = 75
 """A process's exit status after ``hard_timeout="exit"`` ended it (its supervisor replaces it)."""
 
@@ -93,6 +96,18 @@ def settle_and_hand_back(held: Held, work: stdlib_queue.SimpleQueue[Any], settle
     # a dead settler will never settle what finished: hand those back too
     held.hand_back(held.take_unfinished(finished_too=not settler.alive))
     settler.stop(give_up=True)
+
+
+def leave(record: Heartbeat | None, stopped: threading.Event,
+          beat: threading.Thread | None) -> None:
+    """After the hand-back (the beat renews leases through the grace period): end the
+    beat, so no record is written after it goes, then take the worker's record away."""
+    if record is None:
+        return
+    stopped.set()
+    if beat is not None:
+        beat.join(BEAT_JOIN_S)
+    record.leave()
 
 
 def exit_after_timeout(settler: Settler, held: Held, work: stdlib_queue.SimpleQueue[Any],

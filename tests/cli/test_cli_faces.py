@@ -148,6 +148,7 @@ PRINTING_COMMANDS = [
     ["retention"], ["metrics"], ["server", "start"], ["server", "status"], ["server", "stop"],
     ["archive", "audit"], ["archive", "fold"], ["archive", "restore"], ["archive", "show"],
     ["archive", "status"], ["archive", "verify"], ["archive", "ack-gap"],
+    ["workers"], ["pause-schedule"], ["resume-schedule"],
 ]
 """Every ``emq`` command that prints a result (the long-running ones log instead)."""
 

@@ -73,3 +73,32 @@ def test_each_cron_command_says_what_it_refuses():
     for command in ("schedule", "unschedule", "schedules"):
         done = CliRunner().invoke(main, [command, "--help"])
         assert done.exit_code == 0 and "refuses" in done.output.lower(), command
+
+
+def test_pause_and_resume_a_schedule_from_the_shell(server_url, executor, prefix, queue):
+    emq(server_url, executor, prefix, "schedule", "-q", queue, "tick", "* * * * *")
+    paused = emq(server_url, executor, prefix, "pause-schedule", "-q", queue, "tick", "--json")
+    assert paused.exit_code == 0 and json.loads(paused.output)["changed"] is True
+    listed = emq(server_url, executor, prefix, "schedules", "-q", queue, "--json")
+    assert json.loads(listed.output)[0]["paused"] is True
+    resumed = emq(server_url, executor, prefix, "resume-schedule", "-q", queue, "tick")
+    assert resumed.exit_code == 0
+    conn = echomq.connect(server_url, executor=executor, prefix=prefix)
+    assert not echomq.schedules(conn, queue)[0].paused
+    missing = emq(server_url, executor, prefix, "pause-schedule", "-q", queue, "nope")
+    assert missing.exit_code == 1 and "no cron schedule 'nope'" in missing.output
+
+
+def test_workers_lists_the_heartbeat_records(server_url, executor, prefix, queue):
+    from echomq.worker.heartbeat import Heartbeat
+
+    conn = echomq.connect(server_url, executor=executor, prefix=prefix)
+    assert emq(server_url, executor, prefix, "workers").output == "no worker beat lately\n"
+    record = Heartbeat(conn, [queue], 3, beat_ms=60_000)
+    record.beat([(queue, "j-1", 1)])
+    found = emq(server_url, executor, prefix, "workers", "-q", queue, "--json")
+    [row] = json.loads(found.output)
+    assert (row["id"], row["queues"], row["held"], row["status"]) == (
+        record.id, [queue], 1, "alive")
+    assert "\tpid " in emq(server_url, executor, prefix, "workers").output
+    record.leave()

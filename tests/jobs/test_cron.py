@@ -124,6 +124,41 @@ def test_a_replaced_schedule_keeps_its_last_fire_and_uses_the_new_spec(pconn, qu
     assert echomq.get_job(pconn, queue, second).payload == {"v": 2}  # type: ignore[union-attr]
 
 
+def test_a_paused_schedule_fires_nothing_and_resumed_never_fires_what_it_missed(pconn, queue):
+    stored = echomq.schedule(pconn, queue, "tick", EVERY_SECOND, {"v": 1})
+    assert len(fire_queue(pconn, queue, now=stored.created_at + 2_000)) == 1
+    assert echomq.pause_schedule(pconn, queue, "tick") is True
+    assert echomq.pause_schedule(pconn, queue, "tick") is False
+    [paused] = echomq.schedules(pconn, queue)
+    assert paused.paused and paused.next_fire_at is None and paused.paused_at is not None
+    assert fire_queue(pconn, queue, now=stored.created_at + 60_000) == []
+    echomq.schedule(pconn, queue, "tick", EVERY_SECOND, {"v": 2})  # a deploy re-stores it
+    assert echomq.schedules(pconn, queue)[0].paused
+    # a fire time (a second boundary) passes on the server clock while it is paused
+    wait_until(lambda: server_ms(pconn.redis) // 1000 > paused.paused_at // 1000, step=0.02)
+    before = server_ms(pconn.redis)
+    assert echomq.resume_schedule(pconn, queue, "tick") is True
+    assert echomq.resume_schedule(pconn, queue, "tick") is False
+    [resumed] = echomq.schedules(pconn, queue)
+    assert not resumed.paused and resumed.next_fire_at is not None
+    fired = fire_queue(pconn, queue, now=server_ms(pconn.redis))
+    assert all(int(i.rsplit("-", 1)[1]) >= before for i in fired)
+    with pytest.raises(echomq.ScheduleGone, match="no cron schedule 'nope'"):
+        echomq.pause_schedule(pconn, queue, "nope")
+
+
+def test_a_schedule_lists_the_jobs_of_its_latest_fires(pconn, queue):
+    stored = echomq.schedule(pconn, queue, "tick", EVERY_SECOND, {})
+    times = [stored.created_at // 1000 * 1000 + k * 1000 for k in range(2, 15)]
+    for at in times:
+        assert fire_queue(pconn, queue, now=at) == [f"cron-tick-{at}"]
+    [listed] = echomq.schedules(pconn, queue)
+    assert listed.recent_fires == tuple(reversed(times))[:10]
+    assert listed.recent_job_ids[0] == f"cron-tick-{times[-1]}"
+    echomq.unschedule(pconn, queue, "tick")
+    assert pconn.redis.hgetall(pconn.keys(queue).schedule_fires) == {}
+
+
 def test_unschedule_stops_the_fires_and_unlists_the_queue(pconn, queue):
     stored = echomq.schedule(pconn, queue, "tick", EVERY_SECOND, {})
     assert pconn.redis.smembers(pconn.cron_set) == {queue}

@@ -27,7 +27,7 @@ from echomq.queue import listing, registry
 from echomq.queue.flows import add_flow
 from echomq.queue.listen import mark_listening
 from echomq.queue.retention import purge_counted
-from echomq.queue.transitions import intake
+from echomq.queue.transitions import heartbeat, intake
 from echomq.queue.transitions.flows import FlowNode
 from echomq.scheduling.cron import fire_queue
 from tests.support.keyspace import dump, epochs, normalise, timeless
@@ -335,10 +335,22 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     s("cron fire stale", lambda: _fire(conn, q, stale))
     s("cron fire replaced", lambda: _fire(conn, q, replace(stale, spec="{}", at_ms=CRON_NOW * 2)))
     s("cron fire later", lambda: fire_queue(conn, q, now=CRON_NOW + 60_000))
+    s("pause schedule", lambda: echomq.pause_schedule(conn, q, "tick"))
+    s("cron fire paused", lambda: fire_queue(conn, q, now=CRON_NOW + 120_000))
+    s("resume schedule", lambda: echomq.resume_schedule(conn, q, "tick"))
+    s("resume schedule again", lambda: echomq.resume_schedule(conn, q, "tick"))
     s("unschedule", lambda: echomq.unschedule(conn, q, "tick"))
     s("unschedule again", lambda: echomq.unschedule(conn, q, "tick"))
     dedup_steps(conn, q, s)
     flow_steps(conn, q, s)
+    # a worker's heartbeat record (prefix keys, outside the queue's dump): written, removed
+    me = f"w-{q}"
+    s("worker beat", lambda: heartbeat.beaten(conn.executor.run(*heartbeat.beat_call(
+        conn.prefix, me, LONG, {"kind": "consumer", "held": "[]"}))))
+    s("worker leave", lambda: heartbeat.left(conn.executor.run(*heartbeat.leave_call(
+        conn.prefix, me))))
+    s("worker leave again", lambda: heartbeat.left(conn.executor.run(
+        *heartbeat.leave_call(conn.prefix, me))))
     bulk_steps(conn, q, s)
     return rec
 
@@ -477,6 +489,11 @@ def test_the_scenario_exercises_every_reply(records: tuple[Record, Record]) -> N
     assert outcomes["cron fire stale"] == ("ok", None)
     assert outcomes["cron fire later"] == ("ok", [f"cron-tick-{CRON_NOW + 60_000}"])
     assert outcomes["unschedule"] == ("ok", True) and outcomes["unschedule again"] == ("ok", False)
+    assert [outcomes[k] for k in ("pause schedule", "cron fire paused", "resume schedule",
+                                  "resume schedule again")] == [
+        ("ok", True), ("ok", []), ("ok", True), ("ok", False)]
+    assert [outcomes[f"worker {k}"] for k in ("beat", "leave", "leave again")] == [
+        ("ok", None), ("ok", True), ("ok", False)]
     assert outcomes["complete_many"][1][0] is None
     assert [e[0] for e in outcomes["complete_many"][1][1:]] == [
         "StaleToken", "JobGone", "NotActive",

@@ -63,6 +63,8 @@ def normalise(raw: dict[str, tuple[str, Any]]) -> dict[str, tuple[str, Any]]:
             content = {"count": content.get("count"), "in buckets": buckets}
         elif kind == "hash" and name == "schedules":  # name -> spec JSON with its created_at
             content = {f: {**json.loads(v), "created_at": "<t>"} for f, v in content.items()}
+            content = {f: {k: "<t>" if k in ("paused_at", "resumed_at") else x
+                           for k, x in spec.items()} for f, spec in content.items()}
         elif kind == "hash":
             content = {
                 f: ("<t>" if f in TIME_FIELDS else timeless(v) if f in _TIME_JSON else v)

@@ -9,7 +9,8 @@
   Returns: the job id when this call fired (an id whose row still exists is left as it
   is, like an idempotent add); 0 when the fire time is not after the stored last fire
   (another scheduler fired it, or a later one); -1 when the schedule is gone or its spec
-  is no longer the one the fire was computed from. ]]
+  is no longer the one the fire was computed from.
+  Hook: emq_cron_recent (_lib_cron.lua) keeps the schedule's latest fire times. ]]
 local p = ARGV[1]
 local name = ARGV[2]
 local at = emq_posint(ARGV[4])
@@ -20,6 +21,7 @@ if redis.call('HGET', KEYS[3], name) ~= ARGV[3] then return -1 end
 local last = tonumber(redis.call('HGET', KEYS[4], name) or '0')
 if at <= last then return 0 end
 redis.call('HSET', KEYS[4], name, at)
+emq_cron_recent(KEYS[4], name, ARGV[4])
 local g = ARGV[10]
 if g == '' then g = nil end
 local delay = tonumber(ARGV[7])

@@ -21,5 +21,7 @@ documents):
 - ``dedup``: ``add_dedup`` (an add under a dedup id);
 - ``searching``: ``search_page`` (the dashboard's search, read only);
 - ``flows``: ``flow_add`` (a chain's, group's or chord's jobs in one call);
-- ``folding``: the archive's fold lease (``fold_acquire`` ... ``fold_mark``).
+- ``folding``: the archive's fold lease (``fold_acquire`` ... ``fold_mark``);
+- ``heartbeat``: a worker's record (``worker_beat``, ``worker_leave``);
+- ``cron_specs``: a schedule's spec swapped if unchanged (``cron_swap``).
 """
