@@ -31,6 +31,7 @@ SECTIONS = {
     "scale": ("bench_scale", "rows"),
     "durable": ("bench_durable", "rows"),
     "instructions": ("bench_instructions", "rows"),
+    "coordination": ("bench_coordination", "rows"),
 }
 """Every section: its module under bench/ and the function that yields (measure, value)."""
 

@@ -66,7 +66,7 @@ def test_three_worker_processes_never_start_more_than_the_limit_per_window(
     probe = echomq.connect(server_url)
     executor = "functions" if probe.cluster else "scripts"
     conn = echomq.connect(server_url, executor=executor)  # type: ignore[arg-type]
-    max_jobs, per_ms, total = 100, 1000, 300  # three windows of starts
+    max_jobs, per_ms, total = 100, 1000, 200  # two windows of starts
     echomq.set_rate_limit(conn, queue, max_jobs, per_ms)
     ids = echomq.add_many(conn, queue, [{"n": i} for i in range(total)])
     procs = [subprocess.Popen(

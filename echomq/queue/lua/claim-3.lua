@@ -8,7 +8,7 @@
   A lane this call empties leaves `groups` in this call (emq_lane_left, _lib.lua).
   A paused queue (meta field `paused`, pause-1.lua) promotes due jobs, then answers {}.
   Native (functions): the row's lease_epoch is stamped with the server run id.
-  Rate limits (_lib_rate.lua, one EXISTS when none is set): a queue whose window is
+  Rate limits (_lib_rate.lua, one HMGET when none is set): a queue whose window is
   full, or that a handler asked to wait, answers {-wait_ms} (no job; the next slot opens
   in wait_ms); a group whose window is full leaves the ring until it opens; a call that
   finds nothing while a group is parked answers {-wait_ms} too. ]]
@@ -71,7 +71,7 @@ else
     ring_first = not ring_first
   end
 end
-if #ids == 0 and rl then return emq_rate_idle(p, now) end
+if #ids == 0 and rl then return emq_rate_idle(p, rl, now) end
 if #ids == 0 then return {} end
 
 

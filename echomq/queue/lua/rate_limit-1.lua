@@ -6,26 +6,32 @@
   Returns: 1 set, or cleared   0 there was no such limit to clear
   'ERR EMQ.RATE max_jobs must be 1..100000 and per_ms 1..86400000' (as Python's gates).
   A group's parking ends here (its next claim checks the new limit; a handler's wait on
-  it ends too); a cleared limit's log is deleted. Publishes {"event":"added"}, so
-  Consumers sleeping on the old window claim at once. ]]
+  it ends too); a cleared limit's log is deleted. `groups` counts the group limits, so
+  claim's one HMGET sees that there are some. Publishes {"event":"added"}, so Consumers
+  sleeping on the old window claim at once. ]]
 local p = ARGV[1]
+local g = ARGV[2]
 local field, log = 'queue', p .. 'rlog'
-if ARGV[2] ~= '' then
-  field, log = 'g:' .. ARGV[2], p .. 'rlog:' .. ARGV[2]
-end
+if g ~= '' then field, log = 'g:' .. g, p .. 'rlog:' .. g end
 local changed = 1
 if ARGV[3] == '' then
   changed = redis.call('HDEL', KEYS[1], field)
   redis.call('DEL', log)
+  if g ~= '' and changed == 1 and redis.call('HINCRBY', KEYS[1], 'groups', -1) <= 0 then
+    redis.call('HDEL', KEYS[1], 'groups')
+  end
 else
   local max, per = emq_posint(ARGV[3]), emq_posint(ARGV[4])
   if not max or not per or max > EMQ_RATE_MAX_JOBS or per > EMQ_RATE_MAX_MS then
     return redis.error_reply('ERR EMQ.RATE max_jobs must be 1..100000 and per_ms 1..86400000')
   end
-  redis.call('HSET', KEYS[1], field, max .. ':' .. per)
+  if redis.call('HSET', KEYS[1], field, max .. ':' .. per) == 1 and g ~= '' then
+    redis.call('HINCRBY', KEYS[1], 'groups', 1)
+  end
 end
-if ARGV[2] ~= '' and redis.call('ZREM', p .. 'rparked', ARGV[2]) == 1 then
-  emq_ring_offer(p, ARGV[2])
+if g ~= '' and redis.call('ZREM', p .. 'rparked', g) == 1 then
+  emq_rate_reparked(p)
+  emq_ring_offer(p, g)
 end
 redis.call('PUBLISH', p .. 'events', '{"event":"added"}')
 return changed

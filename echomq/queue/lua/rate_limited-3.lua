@@ -7,7 +7,8 @@
   The job goes back to pending (its lane when grouped) at its own place (priority, then
   FIFO): not a try against max_attempts (`released` goes up, as for a give-back; fail-3.lua
   counts claims less hand-backs). The wait only ever grows: the queue's `until` in
-  `rate`, or the group's score in `rparked` (claim-3.lua skips it until then).
+  `rate`, or the group's score in `rparked` (claim-3.lua skips it until then; `parked`
+  in `rate` follows the first of them).
   'ERR EMQ.RATE the wait must be 0..86400000 ms'. ]]
 local p = ARGV[1]
 local id = ARGV[2]
@@ -24,6 +25,7 @@ local g = row[2]
 local opens = emq_now() + delay
 if delay > 0 and g then
   redis.call('ZADD', p .. 'rparked', 'GT', opens, g)
+  emq_rate_reparked(p)
 elseif delay > 0 then
   local old = tonumber(redis.call('HGET', KEYS[3], 'until') or '0')
   if opens > old then redis.call('HSET', KEYS[3], 'until', opens) end
