@@ -21,7 +21,7 @@ from echomq.queue.transitions import rates
 
 MAX_RATE_JOBS = 100_000
 """The largest ``max_jobs``: a window's log holds one entry per start (``_lib_rate.lua``'s
-``EMQ_RATE_MAX_JOBS``)."""
+``emq_rate.MAX_JOBS``)."""
 
 
 @dataclass(frozen=True)

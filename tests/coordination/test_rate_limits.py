@@ -47,9 +47,11 @@ def busiest_window(times: list[int], per_ms: int) -> int:
 
 
 def utilization(times: list[int], max_jobs: int, per_ms: int) -> float:
-    """The shortest span the starts could take under the limit, over the span they took."""
-    ideal = (-(-len(times) // max_jobs) - 1) * per_ms
-    return ideal / max(1, times[-1] - times[0])
+    """The share of the allowed starts that happened: a start frees its slot per_ms later,
+    so under a backlog start i follows start i - max_jobs by per_ms at best; the window
+    over the mean of those gaps (the workers' start-up stagger does not count)."""
+    gaps = [times[i] - times[i - max_jobs] for i in range(max_jobs, len(times))]
+    return per_ms / (sum(gaps) / len(gaps))
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ end
 -- a paused queue hands out nothing (due jobs above are still promoted, so a
 -- Consumer's idle wait never spins on an overdue scheduled job)
 if redis.call('HEXISTS', p .. 'meta', 'paused') == 1 then return {} end
-local rl = emq_rate_open(p, now, count)
+local rl = emq_rate.open(p, now, count)
 if rl then if rl.wait then return {-rl.wait} end count = rl.room end
 
 -- 2. choose the ids: one ZPOPMIN for the lot when no group is runnable,
@@ -46,14 +46,14 @@ else
   local function from_ring()
     local g = redis.call('LPOP', p .. 'ring')
     if not g then return nil end
-    if rl and emq_rate_skip(p, rl, g, now) then return from_ring() end
+    if rl and emq_rate.skip(p, rl, g, now) then return from_ring() end
     local id = redis.call('ZPOPMIN', p .. 'lane:' .. g)[1]
     if not id then
       emq_lane_left(p, g)
       return nil
     end
     redis.call('HINCRBY', p .. 'gactive', g, 1)
-    if rl then emq_rate_took(rl, g, id) end
+    if rl then emq_rate.took(rl, g, id) end
     -- the lane's last job takes its group out of `groups`; else back of the ring
     if emq_lane_left(p, g) then emq_ring_offer(p, g) end
     return id
@@ -71,7 +71,7 @@ else
     ring_first = not ring_first
   end
 end
-if #ids == 0 and rl then return emq_rate_idle(p, rl, now) end
+if #ids == 0 and rl then return emq_rate.idle(p, rl, now) end
 if #ids == 0 then return {} end
 
 
@@ -101,5 +101,5 @@ for _, id in ipairs(ids) do
   out[#out + 1] = body[1] or 'null'
   out[#out + 1] = body[2] or ''
 end
-if rl then emq_rate_started(p, rl, now, out) end
+if rl then emq_rate.started(p, rl, now, out) end
 return out

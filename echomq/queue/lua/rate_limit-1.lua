@@ -22,7 +22,7 @@ if ARGV[3] == '' then
   end
 else
   local max, per = emq_posint(ARGV[3]), emq_posint(ARGV[4])
-  if not max or not per or max > EMQ_RATE_MAX_JOBS or per > EMQ_RATE_MAX_MS then
+  if not max or not per or max > emq_rate.MAX_JOBS or per > emq_rate.MAX_MS then
     return redis.error_reply('ERR EMQ.RATE max_jobs must be 1..100000 and per_ms 1..86400000')
   end
   if redis.call('HSET', KEYS[1], field, max .. ':' .. per) == 1 and g ~= '' then
@@ -30,7 +30,7 @@ else
   end
 end
 if g ~= '' and redis.call('ZREM', p .. 'rparked', g) == 1 then
-  emq_rate_reparked(p)
+  emq_rate.reparked(p)
   emq_ring_offer(p, g)
 end
 redis.call('PUBLISH', p .. 'events', '{"event":"added"}')

@@ -13,7 +13,7 @@
 local p = ARGV[1]
 local id = ARGV[2]
 local delay = tonumber(ARGV[4])
-if not string.match(ARGV[4], '^%d+$') or delay > EMQ_RATE_MAX_MS then
+if not string.match(ARGV[4], '^%d+$') or delay > emq_rate.MAX_MS then
   return redis.error_reply('ERR EMQ.RATE the wait must be 0..86400000 ms')
 end
 local jk = p .. 'job:' .. id
@@ -25,7 +25,7 @@ local g = row[2]
 local opens = emq_now() + delay
 if delay > 0 and g then
   redis.call('ZADD', p .. 'rparked', 'GT', opens, g)
-  emq_rate_reparked(p)
+  emq_rate.reparked(p)
 elseif delay > 0 then
   local old = tonumber(redis.call('HGET', KEYS[3], 'until') or '0')
   if opens > old then redis.call('HSET', KEYS[3], 'until', opens) end
