@@ -4,8 +4,10 @@
   claim script's own time, nothing else runs meanwhile) with no limit and with a limit
   that never blocks (so both claim the same jobs; the limit still trims and appends its
   log on every call), ungrouped and in one group, at claim batches of 1 and 50: the
-  medians of alternating chunks of ~500 jobs (none, limited, none, ...) on one private
+  least of alternating chunks of ~250 jobs (none, limited, none, ...) on one private
   Valkey, so a busy moment of a shared machine falls on both alike.
+- the same claims' Valkey instructions per job under callgrind (``bench_instructions``'
+  way: a count the machine's load does not move; skipped without valgrind).
 - accuracy: three worker processes (``emq worker``, a no-op handler) drain a backlog
   under ``500 per 1s`` for ``--seconds`` (10 by default, ``COORDINATION_SECONDS`` for
   ``bench/run.py``; the issue's figure is 60): the most starts in any 1 s window (the
@@ -25,7 +27,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -65,8 +66,10 @@ def _chunk_usec(conn: Connection, queue: str, batch: int, calls: int) -> float:
 
 
 def _costs(conn: Connection, grouped: bool, batch: int, jobs: int) -> tuple[float, float]:
-    """The median server us/job of claims without and with a limit, in alternating chunks
-    of ~500 jobs on two queues filled alike (so both see the same moments of the machine)."""
+    """The least server us/job of claims without and with a limit over alternating chunks
+    of ~250 jobs on two queues filled alike: both see the same moments of the machine, and
+    the least of many is the cost with the fewest interruptions (a shared machine's
+    preemptions only ever add)."""
     group = "g" if grouped else None
     queues = {}
     for limited in (False, True):
@@ -77,14 +80,14 @@ def _costs(conn: Connection, grouped: bool, batch: int, jobs: int) -> tuple[floa
             echomq.set_rate_limit(conn, queue, *NEVER, group=group)
         _fill(conn, queue, jobs + batch, group)
         _chunk_usec(conn, queue, batch, 1)  # loaded; the first call's misses not counted
-    calls = max(1, 500 // batch)
+    calls = max(1, 250 // batch)
     samples: dict[bool, list[float]] = {False: [], True: []}
     for _ in range(jobs // (calls * batch)):
         for limited in (False, True):
             samples[limited].append(_chunk_usec(conn, queues[limited], batch, calls))
     for queue in queues.values():
         echomq.obliterate(conn, queue, force=True)
-    return statistics.median(samples[False]), statistics.median(samples[True])
+    return min(samples[False]), min(samples[True])
 
 
 def claim_cost_rows(jobs: int = 10_000) -> list[tuple[str, str]]:
@@ -93,12 +96,84 @@ def claim_cost_rows(jobs: int = 10_000) -> list[tuple[str, str]]:
         conn = echomq.connect(server.url, executor=EXECUTOR)
         for grouped in (False, True):
             for batch in (1, 50):
-                none, limit = _costs(conn, grouped, batch, jobs if batch > 1 else jobs // 5)
+                none, limit = _costs(conn, grouped, batch, jobs if batch > 1 else jobs // 2)
                 label = f"claim {'in one group' if grouped else 'ungrouped'}, batch {batch}"
                 rows += [(f"{label}: server us/job, no limit", f"{none:.2f}"),
                          (f"{label}: server us/job, rate limit set", f"{limit:.2f}"),
                          (f"{label}: limit / no limit", f"{limit / none:.2f}")]
         conn.close()
+    return rows
+
+
+def _instructions(jobs: int = 2_000) -> dict[tuple[bool, int, bool], float]:
+    """Valkey's instructions per claimed job (callgrind, as ``bench_instructions``): the
+    count a shared machine's noise does not move, by (grouped, batch, limited)."""
+    import shutil
+    import tempfile
+
+    import redis
+    from bench_instructions import _callgrind, _counted
+
+    from echomq.servers.process import free_port
+    from echomq.servers.valkey import valkey_binary
+
+    folder, port = tempfile.mkdtemp(prefix="emq-coord-"), free_port()
+    out = f"{folder}/server.cg"
+    server = subprocess.Popen(
+        _callgrind(out, valkey_binary(), "--port", str(port), "--save", "", "--appendonly",
+                   "no", "--dir", folder), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    found: dict[tuple[bool, int, bool], float] = {}
+    try:
+        probe = redis.Redis(port=port)
+        for _ in range(300):
+            try:
+                probe.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.1)
+        conn = echomq.connect(f"redis://127.0.0.1:{port}/0", executor=EXECUTOR)
+        dumps = 0
+        for grouped in (False, True):
+            for batch in (1, 50):
+                for limited in (False, True):
+                    queue, group = f"i-{grouped}-{batch}-{limited}", "g" if grouped else None
+                    if grouped:
+                        echomq.set_group_limit(conn, queue, "g", 100_000)
+                    if limited:
+                        echomq.set_rate_limit(conn, queue, *NEVER, group=group)
+                    _fill(conn, queue, jobs + batch, group)
+                    _chunk_usec(conn, queue, batch, 1)
+                    subprocess.run(["callgrind_control", "-z", str(server.pid)],
+                                   capture_output=True, check=True)
+                    calls = jobs // batch
+                    keys = conn.keys(queue)
+                    call = ("claim", [keys.pending, keys.scheduled, keys.active],
+                            [keys.base, 60_000, batch])
+                    for _ in range(calls):
+                        conn.executor.run(*call)
+                    dumps += 1
+                    found[grouped, batch, limited] = _counted(server.pid, out, dumps) / jobs
+        conn.close()
+    finally:
+        server.terminate()
+        server.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+    return found
+
+
+def claim_instruction_rows() -> list[tuple[str, str]]:
+    import shutil
+
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        return [("claim instructions (valgrind is not installed)", "-")]
+    counted = _instructions()
+    rows: list[tuple[str, str]] = []
+    for grouped in (False, True):
+        for batch in (1, 50):
+            none, limit = counted[grouped, batch, False], counted[grouped, batch, True]
+            label = f"claim {'in one group' if grouped else 'ungrouped'}, batch {batch}"
+            rows.append((f"{label}: Valkey instructions/job, no limit -> limit",
+                         f"{none:,.0f} -> {limit:,.0f} ({limit / none:.2f})"))
     return rows
 
 
@@ -150,7 +225,8 @@ def accuracy_rows(seconds: int | None = None, rate: int = 500) -> list[tuple[str
             (f"{label}: allowed starts used (%)", f"{100 * used:.1f}")]
 
 
-PARTS: list[Callable[[], list[tuple[str, str]]]] = [claim_cost_rows, accuracy_rows]
+PARTS: list[Callable[[], list[tuple[str, str]]]] = [claim_cost_rows, claim_instruction_rows,
+                                                    accuracy_rows]
 """The section's parts, in the order they print: append a part's function here."""
 
 
