@@ -18,5 +18,6 @@ documents):
 - ``steering``: ``cancel``, ``pause``, ``resume``, ``promote``, ``group_limit``,
   ``retry_dead``;
 - ``removals``: ``purge`` (retention), ``drain``, ``obliterate``;
+- ``rates``: ``rate_limit``, ``rate_limited`` and the claim's ``{-wait_ms}``;
 - ``folding``: the archive's fold lease (``fold_acquire`` ... ``fold_mark``).
 """
