@@ -34,6 +34,7 @@ SECTIONS = {
     "dedup": ("bench_dedup", "rows"),
     "flows": ("bench_flows", "rows"),
     "heartbeat": ("bench_heartbeat", "rows"),
+    "coordination": ("bench_coordination", "rows"),
 }
 """Every section: its module under bench/ and the function that yields (measure, value)."""
 

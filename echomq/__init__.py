@@ -80,6 +80,10 @@ _LAZY: dict[str, str] = {
     "EventStream": "echomq.queue.listen",
     "events": "echomq.queue.listen",
     "list_jobs": "echomq.queue.listing",
+    "RateLimit": "echomq.queue.rate_limits",
+    "clear_rate_limit": "echomq.queue.rate_limits",
+    "rate_limits": "echomq.queue.rate_limits",
+    "set_rate_limit": "echomq.queue.rate_limits",
     "RetentionReport": "echomq.queue.retention",
     "apply_retention": "echomq.queue.retention",
     "purge": "echomq.queue.retention",
@@ -93,6 +97,7 @@ _LAZY: dict[str, str] = {
     "Fail": "echomq.errors",
     "Fixed": "echomq.worker.retry",
     "Retry": "echomq.errors",
+    "RateLimited": "echomq.errors",
     "RetryPolicy": "echomq.worker.retry",
     "App": "echomq.app.app",
     "Task": "echomq.app.task",
@@ -121,7 +126,7 @@ if TYPE_CHECKING:
     from echomq.app.connect import connect
     from echomq.app.flows import Signature, chain, chord, group
     from echomq.app.task import Task
-    from echomq.errors import Fail, Retry
+    from echomq.errors import Fail, RateLimited, Retry
     from echomq.jobs.joblog import append_log
     from echomq.jobs.lease import extend_lock, reap
     from echomq.jobs.progress import report_progress
@@ -150,6 +155,7 @@ if TYPE_CHECKING:
     from echomq.queue.flows import children
     from echomq.queue.listen import EventStream, events
     from echomq.queue.listing import list_jobs
+    from echomq.queue.rate_limits import RateLimit, clear_rate_limit, rate_limits, set_rate_limit
     from echomq.queue.retention import (
         RetentionReport,
         apply_retention,
@@ -229,6 +235,8 @@ __all__ = [
     "NotScheduled",
     "Purged",
     "QueueBusy",
+    "RateLimit",
+    "RateLimited",
     "RemoteUnavailable",
     "Retention",
     "RetentionReport",
@@ -254,6 +262,7 @@ __all__ = [
     "children",
     "chord",
     "claim",
+    "clear_rate_limit",
     "complete",
     "complete_many",
     "connect",
@@ -276,6 +285,7 @@ __all__ = [
     "publish",
     "purge",
     "queues",
+    "rate_limits",
     "reap",
     "release_many",
     "remove_job",
@@ -287,6 +297,7 @@ __all__ = [
     "schedule",
     "schedules",
     "set_group_limit",
+    "set_rate_limit",
     "set_retention",
     "stalled_check",
     "tracing",

@@ -264,6 +264,26 @@ MAX_RETRY_DELAY_MS = 365 * 24 * 3_600_000
 """The longest retry delay accepted (a year): a larger one is surely a unit mistake."""
 
 
+MAX_RATE_WINDOW_MS = 86_400_000
+"""The longest rate-limit window, and the longest wait a handler's :class:`RateLimited`
+asks for (a day): a longer one is surely a unit mistake."""
+
+
+class RateLimited(EchoMQError):  # noqa: N818 - raised by a handler as a command: "wait"
+    """Raise from a handler that met an outside rate limit (an HTTP 429): the job goes
+    back to pending, not counted as a try, and its queue (its group, when the job is
+    grouped) starts nothing more for ``delay_ms``."""
+
+    def __init__(self, delay_ms: int, reason: str = "") -> None:
+        if isinstance(delay_ms, bool) or not isinstance(delay_ms, int) or not (
+                0 <= delay_ms <= MAX_RATE_WINDOW_MS):
+            raise InvalidArgument(f"RateLimited(delay_ms=) must be an int of milliseconds "
+                                  f"between 0 and {MAX_RATE_WINDOW_MS}, got {delay_ms!r}")
+        self.delay_ms = delay_ms
+        self.reason = reason
+        super().__init__(reason or f"rate limited: wait {delay_ms} ms")
+
+
 class Fail(EchoMQError):  # noqa: N818 - raised by a handler as a command: "fail for good"
     """Raise from a handler to dead-letter the job at once: no retry would help."""
 

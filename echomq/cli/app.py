@@ -49,6 +49,7 @@ COMMANDS = {
     "promote": "echomq.cli.control:promote",
     "jobs": "echomq.cli.control:jobs",
     "show": "echomq.cli.control:show",
+    "rate-limit": "echomq.cli.rates:rate_limit",
     "retention": "echomq.cli.retention:retention",
     "schedule": "echomq.cli.cron:schedule",
     "unschedule": "echomq.cli.cron:unschedule",

@@ -22,6 +22,8 @@ def claim(
 
     Each claim increments the row's ``attempts``, which is the job's fencing token,
     and scores the active set at server ``TIME`` + ``lease_ms``: the score is the lease.
+    A queue whose rate limit is full (or that a handler's ``RateLimited`` holds back)
+    answers ``[]`` (:func:`echomq.set_rate_limit`).
     """
     validate.positive_int(lease_ms, "lease_ms")
     validate.positive_int(count, "count")

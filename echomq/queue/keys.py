@@ -264,6 +264,26 @@ class Keys:
         return self._key("meta")
 
     @cached_property
+    def rate(self) -> str:
+        """Rate limits (``queue`` and ``g:<group>`` = ``max:per_ms``) and the queue's wait a
+        handler asked for (``until``): claim reads them only when this key exists."""
+        return self._key("rate")
+
+    @cached_property
+    def rate_log(self) -> str:
+        """The queue's start log (a sorted set of the last window's claims)."""
+        return self._key("rlog")
+
+    def rate_group_log(self, group: str) -> str:
+        """A group's start log, like :attr:`rate_log`."""
+        return self.base + "rlog:" + check_name(group, "group")
+
+    @cached_property
+    def rate_parked(self) -> str:
+        """The groups out of the ring until their window opens (scored by when)."""
+        return self._key("rparked")
+
+    @cached_property
     def archive_lease(self) -> str:
         return self._key("archive-lease")
 

@@ -146,9 +146,11 @@ def library() -> tuple[str, str]:
     server holds this exact library before it calls anything else.
     """
     parts = [_LIBRARY_PRELUDE, _read_lib(QUEUE_PACKAGE)]
+    # each transition is registered as an anonymous function, not a local: Lua allows a
+    # chunk 200 locals, and the shared helpers (_lib*.lua) need them
     for t in transitions().values():
-        parts.append(f"\nlocal function {t.function}(KEYS, ARGV)\n{t.body}\nend\n")
-        parts.append(f"redis.register_function('{t.function}', {t.function})\n")
+        parts.append(f"\nredis.register_function('{t.function}', function(KEYS, ARGV)\n"
+                     f"{t.body}\nend)\n")
     code = "".join(parts)
     version = hashlib.sha1(code.encode()).hexdigest()
     code += (

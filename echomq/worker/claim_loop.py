@@ -9,6 +9,9 @@ add wakes it or a scheduled job falls due. Claimed jobs go into the Consumer's `
 ledger and onto the buffer the handler threads read. With ``prefetch=None`` the buffer
 adapts to the observed handler time, so many short jobs get deep buffers and batched
 round trips and long ones get shallow buffers whose leases do not lapse before they run.
+A queue whose rate limit holds it back (the claim answers when its next slot opens) is
+left out of the rounds until then, and a loop with nothing else to do sleeps until then
+(a stop, or an announced add, wakes it first): it never polls a limited queue.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from echomq.errors import ConnectionFailed
 from echomq.queue.cluster import slot_time
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
-from echomq.queue.transitions import intake
+from echomq.queue.transitions import intake, rates
 from echomq.worker.context import JobContext
 from echomq.worker.held import Held
 from echomq.worker.queues import QueuePlan
@@ -66,12 +69,15 @@ class ClaimLoop:
         self._adds: dict[str, int] = dict.fromkeys(plan.names, 0)
         """Adds announced per queue: a claim that answered empty while one was announced
         does not mark its queue empty."""
+        self._limited_until: dict[str, float] = {}
+        """Queues a rate limit holds back, and until when (monotonic): not asked till then."""
 
     def added(self, queue: str) -> None:
         """An add into ``queue`` was announced (pub/sub): ask it again, wake the loop."""
         with self._marks:
             self._adds[queue] = self._adds.get(queue, 0) + 1
             self._empty_until.pop(queue, None)
+            self._limited_until.pop(queue, None)
         self.wake.set()
 
     def run(self, stop: threading.Event) -> None:
@@ -106,12 +112,15 @@ class ClaimLoop:
         several = len(self.plan.keys) > 1
         for keys in self.plan.round():
             queue = keys.queue
-            if several and self._skipped(queue):
+            if several and self._skipped(queue) or self._limited(queue):
                 continue
             adds = self._adds.get(queue, 0)
             sent = time.monotonic()
             flat = self._claim(keys, want - got)
-            if flat:
+            wait_ms = rates.claim_wait_ms(flat) if flat else None
+            if wait_ms is not None:
+                self._mark_limited(queue, adds, wait_ms)
+            elif flat:
                 got += self._dispatch(queue, flat, sent + self.lease_ms / 1000)
                 if got >= want:
                     break
@@ -125,6 +134,31 @@ class ClaimLoop:
     def _skipped(self, queue: str) -> bool:
         until = self._empty_until.get(queue)
         return until is not None and time.monotonic() < until
+
+    def _limited(self, queue: str) -> bool:
+        until = self._limited_until.get(queue)
+        if until is None:
+            return False
+        if time.monotonic() < until:
+            return True
+        with self._marks:
+            self._limited_until.pop(queue, None)
+        return False
+
+    def _mark_limited(self, queue: str, adds: int, wait_ms: int) -> None:
+        with self._marks:
+            if self._adds.get(queue, 0) == adds:  # an add since may be of another group
+                self._limited_until[queue] = time.monotonic() + wait_ms / 1000
+
+    def _next_open(self) -> tuple[float | None, bool]:
+        """Seconds until the first rate-limited queue may be asked again (None: no queue
+        is held back), and whether every queue is."""
+        with self._marks:
+            untils = [self._limited_until.get(name) for name in self.plan.names]
+        held = [u for u in untils if u is not None]
+        if not held:
+            return None, False
+        return max(0.0, min(held) - time.monotonic()), len(held) == len(untils)
 
     def _mark_empty(self, queue: str, adds: int, sent: float) -> None:
         with self._marks:
@@ -198,15 +232,19 @@ class ClaimLoop:
     def _idle_wait(self) -> float:
         """How long to park with nothing to do: the poll interval, or less when a
         scheduled job of any queue falls due sooner (an add wakes us earlier through
-        pub/sub)."""
+        pub/sub). When a rate limit holds back every queue: until the first one opens."""
+        opens, every = self._next_open()
+        if every and opens is not None:  # nothing may be asked before then: no round trip
+            return max(0.001, opens)
         try:
             firsts, now_ms = self._first_due()
         except redis.RedisError:
             return self.poll_s
         due = [float(first[0][1]) for first in firsts if first]
+        poll = self.poll_s if opens is None else min(self.poll_s, max(0.001, opens))
         if not due:
-            return self.poll_s
-        return max(0.005, min(self.poll_s, (min(due) - now_ms) / 1000))
+            return poll
+        return max(0.005, min(poll, (min(due) - now_ms) / 1000))
 
     def _first_due(self) -> tuple[list[Any], int]:
         """The first scheduled member of each queue, and the server's clock in ms."""

@@ -12,7 +12,7 @@ from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
-from echomq.errors import CancelledError, Fail, InvalidArgument, JobTimeout, Retry
+from echomq.errors import CancelledError, Fail, InvalidArgument, JobTimeout, RateLimited, Retry
 from echomq.jobs import cancel as cancel_tokens
 from echomq.jobs.joblog import append_log
 from echomq.jobs.lease import extend_lock
@@ -183,10 +183,11 @@ class JobContext:
         return f"<JobContext {self.queue}/{self.id} attempt {self.attempts}>"
 
 
-Kind = Literal["completed", "cancelled", "failed", "rejected", "lost", "pending"]
+Kind = Literal["completed", "cancelled", "failed", "rejected", "lost", "pending", "limited"]
 """``rejected``: a failure that every retry would repeat (a result that cannot be
 stored), dead-lettered at once. ``pending``: the handler returned a coroutine (an async
-task), which runs on the event loop and ends in one of the others."""
+task), which runs on the event loop and ends in one of the others. ``limited``: the
+handler raised ``RateLimited``; handed back uncounted, its plan's ``delay_ms`` the wait."""
 
 
 class HandlerOutcome:
@@ -240,6 +241,8 @@ def raised(job: JobContext, exc: BaseException, policy: FailurePolicy | None = N
         return HandlerOutcome(job, "cancelled", cancelled_result(exc.reason))
     if isinstance(exc, LEASE_LOST):
         return HandlerOutcome(job, "lost", str(exc))
+    if isinstance(exc, RateLimited):  # an outside limit: no try is used up
+        return HandlerOutcome(job, "limited", str(exc), FailPlan(delay_ms=exc.delay_ms))
     return failure(job, exc, policy)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 
 from echomq.queue.executors import Call
-from echomq.queue.transitions import settles
+from echomq.queue.transitions import rates, settles
 from echomq.queue.transitions.settles import Settlement
 from echomq.worker.context import HandlerOutcome
 from echomq.worker.queues import QueuePlan
@@ -61,3 +61,11 @@ def fail_call(plan: QueuePlan, o: HandlerOutcome, *, record: bool, backoff_ms: i
         retry=not fp.dead, delay_ms=fp.delay_ms,
         jitter=random.random() if fp.jitter and fp.delay_ms is None else None,  # noqa: S311 - spreads retries, no secret
         error_entry=o.error)
+
+
+def limited_calls(plan: QueuePlan, limited: list[HandlerOutcome]) -> list[Call]:
+    """One rate_limited call per run that raised ``RateLimited``: handed back uncounted,
+    its queue (or group) waiting the plan's ``delay_ms``."""
+    return [rates.rate_limited_call(plan.by_name[o.job.queue], o.job.id, o.job.token,
+                                    (o.plan.delay_ms if o.plan else None) or 0)
+            for o in limited]

@@ -27,11 +27,11 @@ from echomq import tracing
 from echomq.errors import ConnectionFailed
 from echomq.queue.connection import Connection
 from echomq.queue.executors import Call
-from echomq.queue.transitions import settles
+from echomq.queue.transitions import rates, settles
 from echomq.worker.context import HandlerOutcome, JobContext
 from echomq.worker.held import STOP, Held
 from echomq.worker.queues import QueuePlan
-from echomq.worker.settle_calls import by_queue, complete_groups, settle_calls
+from echomq.worker.settle_calls import by_queue, complete_groups, limited_calls, settle_calls
 
 log = logging.getLogger("echomq.consumer")
 finished_log = logging.getLogger("echomq.worker")
@@ -166,9 +166,11 @@ class Settler:
         safe meanwhile) until it answers or the Consumer gives up."""
         completes = [o for o in batch if o.kind in ("completed", "cancelled")]
         fails = [o for o in batch if o.kind in ("failed", "rejected")]
+        limited = [o for o in batch if o.kind == "limited"]
         calls = settle_calls(self.plan, completes, fails, record=self.record,
                              keep_completed=self.keep_completed, backoff_ms=self.backoff_ms,
                              backoff_cap_ms=self.backoff_cap_ms)
+        calls += limited_calls(self.plan, limited)
         traced = tracing.current()
         spans = [] if traced is None else [
             traced.settle(o.job.queue, o.job.id, o.job.span) for o in batch]
@@ -191,6 +193,9 @@ class Settler:
                             exc, delay)
                 self._give_up.wait(delay)
                 delay = min(5.0, delay * 2)
+        if limited:
+            self._account_limited(limited, replies[len(replies) - len(limited):])
+            replies = replies[:len(replies) - len(limited)]
         self._account(completes, fails, replies)
 
     def _send(self, calls: list[Call], jobs: int) -> list[Any]:
@@ -228,6 +233,16 @@ class Settler:
                     self.retried += 1
                 if self.on_settled is not None:
                     self.on_settled(o.job, o.kind)
+            self.held.let_go(o.job)
+
+    def _account_limited(self, limited: list[HandlerOutcome], replies: list[Any]) -> None:
+        """Runs that raised ``RateLimited``: handed back (or lost with their lease)."""
+        for o, reply in zip(limited, replies, strict=True):
+            try:
+                who = rates.rate_waited(reply, o.job.id)
+                log.info("job %s handed back: %s (its %s waits)", o.job.id, o.text, who)
+            except Exception as exc:  # noqa: BLE001 - a lost lease: another holder settles
+                log.warning("job %s rate limited after its lease was lost: %s", o.job.id, exc)
             self.held.let_go(o.job)
 
     def _account_completes(self, completes: list[HandlerOutcome], reply: Any) -> None:

@@ -27,7 +27,7 @@ from echomq.queue import listing, registry
 from echomq.queue.flows import add_flow
 from echomq.queue.listen import mark_listening
 from echomq.queue.retention import purge_counted
-from echomq.queue.transitions import heartbeat, intake
+from echomq.queue.transitions import heartbeat, intake, rates
 from echomq.queue.transitions.flows import FlowNode
 from echomq.scheduling.cron import fire_queue
 from tests.support.keyspace import dump, epochs, normalise, timeless
@@ -259,6 +259,14 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     # groups and operator verbs
     s("add grouped", lambda: echomq.add(conn, q, {"g": 1}, group="g1"))
     s("set_group_limit", lambda: echomq.set_group_limit(conn, q, "g1", 2))
+    # rate limits: a limited claim, one over the limit, a handler's wait handed back
+    s("set_rate_limit", lambda: echomq.set_rate_limit(conn, q, 1, LONG))
+    paced: list[ClaimedJob] = s("claim rate limited",
+                                lambda: echomq.claim(conn, q, lease_ms=LONG, count=5))
+    s("claim over the limit", lambda: echomq.claim(conn, q, lease_ms=LONG, count=5))
+    s("rate_limited", lambda: [rates.rate_waited(conn.executor.run(*rates.rate_limited_call(
+        conn.keys(q), j.id, j.token, 0)), j.id) for j in paced])
+    s("clear_rate_limit", lambda: echomq.clear_rate_limit(conn, q))
     # the operator plane: pause, resume, promote, retry_dead, list_jobs
     s("pause", lambda: echomq.pause(conn, q))
     s("pause again", lambda: echomq.pause(conn, q))

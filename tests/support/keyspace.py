@@ -23,7 +23,8 @@ TIME_FIELDS = frozenset({"created_at", "claimed_at", "finished_at", "at", "start
                          "entry", "folded"})
 _TIME_JSON = frozenset({"errors", "logs"})
 """Fields holding a JSON array of objects each with its own server time ``at``."""
-_TIME_SCORED = frozenset({"scheduled", "active", "completed", "dead", "waiting"})
+_TIME_SCORED = frozenset({"scheduled", "active", "completed", "dead", "waiting", "rlog",
+                          "rparked"})
 # Histograms of durations: which bucket a time lands in depends on the clock, so only
 # how many observations each holds is compared.
 _TIME_HISTOGRAMS = frozenset({"metrics:run", "metrics:wait"})

@@ -7,7 +7,11 @@
   Ungrouped jobs and the ring's groups take turns; groups take turns in the ring.
   A lane this call empties leaves `groups` in this call (emq_lane_left, _lib.lua).
   A paused queue (meta field `paused`, pause-1.lua) promotes due jobs, then answers {}.
-  Native (functions): the row's lease_epoch is stamped with the server run id. ]]
+  Native (functions): the row's lease_epoch is stamped with the server run id.
+  Rate limits (_lib_rate.lua, one HMGET when none is set): a queue whose window is
+  full, or that a handler asked to wait, answers {-wait_ms} (no job; the next slot opens
+  in wait_ms); a group whose window is full leaves the ring until it opens; a call that
+  finds nothing while a group is parked answers {-wait_ms} too. ]]
 local p = ARGV[1]
 local lease = tonumber(ARGV[2])
 local count = tonumber(ARGV[3])
@@ -28,6 +32,8 @@ end
 -- a paused queue hands out nothing (due jobs above are still promoted, so a
 -- Consumer's idle wait never spins on an overdue scheduled job)
 if redis.call('HEXISTS', p .. 'meta', 'paused') == 1 then return {} end
+local rl = emq_rate.open(p, now, count)
+if rl then if rl.wait then return {-rl.wait} end count = rl.room end
 
 -- 2. choose the ids: one ZPOPMIN for the lot when no group is runnable,
 -- else ungrouped jobs and the ring's groups take turns
@@ -40,12 +46,14 @@ else
   local function from_ring()
     local g = redis.call('LPOP', p .. 'ring')
     if not g then return nil end
+    if rl and emq_rate.skip(p, rl, g, now) then return from_ring() end
     local id = redis.call('ZPOPMIN', p .. 'lane:' .. g)[1]
     if not id then
       emq_lane_left(p, g)
       return nil
     end
     redis.call('HINCRBY', p .. 'gactive', g, 1)
+    if rl then emq_rate.took(rl, g, id) end
     -- the lane's last job takes its group out of `groups`; else back of the ring
     if emq_lane_left(p, g) then emq_ring_offer(p, g) end
     return id
@@ -63,6 +71,7 @@ else
     ring_first = not ring_first
   end
 end
+if #ids == 0 and rl then return emq_rate.idle(p, rl, now) end
 if #ids == 0 then return {} end
 
 
@@ -92,4 +101,5 @@ for _, id in ipairs(ids) do
   out[#out + 1] = body[1] or 'null'
   out[#out + 1] = body[2] or ''
 end
+if rl then emq_rate.started(p, rl, now, out) end
 return out

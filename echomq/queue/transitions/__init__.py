@@ -23,5 +23,6 @@ documents):
 - ``flows``: ``flow_add`` (a chain's, group's or chord's jobs in one call);
 - ``folding``: the archive's fold lease (``fold_acquire`` ... ``fold_mark``);
 - ``heartbeat``: a worker's record (``worker_beat``, ``worker_leave``);
-- ``cron_specs``: a schedule's spec swapped if unchanged (``cron_swap``).
+- ``cron_specs``: a schedule's spec swapped if unchanged (``cron_swap``);
+- ``rates``: ``rate_limit``, ``rate_limited`` and the claim's ``{-wait_ms}``.
 """
