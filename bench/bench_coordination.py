@@ -18,8 +18,9 @@
     python bench/bench_coordination.py [--seconds 60] [--executor functions]
     python bench/run.py coordination
 
-:data:`PARTS` lists the functions whose rows the section prints: a later part of the
-coordination work (deduplication, flows) appends its own.
+:data:`PARTS` lists the functions whose rows the section prints: the rate limit's, then
+deduplicated adds (``bench_dedup``) and a chord of 10,000 children (``bench_flows``), the
+issue's four figures in one table.
 """
 
 from __future__ import annotations
@@ -225,9 +226,21 @@ def accuracy_rows(seconds: int | None = None, rate: int = 500) -> list[tuple[str
             (f"{label}: allowed starts used (%)", f"{100 * used:.1f}")]
 
 
+def dedup_rows() -> list[tuple[str, str]]:
+    """Deduplicated adds per second beside plain ones (``bench_dedup``)."""
+    import bench_dedup
+    return bench_dedup.rows()
+
+
+def flow_rows() -> list[tuple[str, str]]:
+    """A chord of 10,000 children: the add, the release, the hand-over (``bench_flows``)."""
+    import bench_flows
+    return bench_flows.rows()
+
+
 PARTS: list[Callable[[], list[tuple[str, str]]]] = [claim_cost_rows, claim_instruction_rows,
-                                                    accuracy_rows]
-"""The section's parts, in the order they print: append a part's function here."""
+                                                    accuracy_rows, dedup_rows, flow_rows]
+"""The section's parts, in the order they print (``dedup`` and ``flows`` also run alone)."""
 
 
 def rows() -> list[tuple[str, str]]:
