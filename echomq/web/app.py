@@ -25,7 +25,7 @@ from starlette.templating import Jinja2Templates
 
 from echomq.errors import EchoMQError, InvalidArgument, InvalidKey
 from echomq.queue.connection import Connection
-from echomq.web import actions, pages
+from echomq.web import actions, charts, pages
 from echomq.web.discovery import QueueDirectory
 from echomq.web.hosts import HostCheck, allowed_names
 from echomq.web.security import Gate
@@ -163,6 +163,7 @@ def create_app(conn: Connection, *, floor: Floor | str | os.PathLike[str] | None
         Route("/queue/jobs", bind(pages.queue_jobs), name="queue_jobs"),
         Route("/job", bind(pages.job), name="job"),
         Route("/archive", bind(pages.archive), name="archive"),
+        Route("/fragments/charts", bind(charts.fragment), name="charts"),
         Route("/login", bind(pages.login_form), name="login"),
         Route("/login", bind(actions.login), methods=["POST"], name="login_post"),
         Route("/logout", bind(actions.logout), methods=["POST"], name="logout"),
