@@ -22,8 +22,8 @@ from echomq.queue.transitions.settles import fail_call
 
 MINUTE_MS = 60_000
 DAY_MS = 86_400_000
-_HOOK = re.compile(r"(?m)^(\s*)emq_chart_settled\(.*\)[ \t]*$")
-"""A settling script's hook line (``function emq_chart_settled`` does not match)."""
+_HOOK = re.compile(r"(?m)^(\s*)emq_chart_tick\(.*\)[ \t]*$")
+"""A settling script's hook line (``function emq_chart_tick`` does not match)."""
 
 
 def server_ms(conn: Connection) -> int:
@@ -56,34 +56,40 @@ def fill_floor(conn: Connection, queue: str, floor: Floor, outcomes: int, days: 
     return time.perf_counter() - began
 
 
-MINUTE_FIELDS = {"c": 240, "f": 6, "d": 1, "x": 2, "p": 1200,
-                 **{f"r{b}": 24 for b in range(12, 22)}, **{f"w{b}": 24 for b in range(4, 14)}}
-COARSE_FIELDS = {**MINUTE_FIELDS, **{f"r{b}": 360 for b in range(8, 26)},
-                 **{f"w{b}": 360 for b in range(2, 20)}}
-"""Bucket hashes shaped as a busy queue leaves them (4 jobs/s; ~10 distinct run and wait
-buckets a minute, ~18 over 15 minutes)."""
+def _snapshot(n: int) -> str:
+    """A snapshot as the scripts write it, of a queue that settled ``n`` jobs (every run
+    and wait bucket used: the longest a snapshot gets)."""
+    parts = ["p", "1200", "f:completed", str(n), "f:retried", str(n // 50), "f:dead",
+             str(n // 400), "f:cancelled", str(n // 800)]
+    for tag in ("r:", "w:"):
+        for bound in (*(str(b) for b in charts.BUCKETS_MS), "inf"):
+            parts += [tag + bound, str(n // 17)]
+        parts += [tag + "sum", str(n * 1234), tag + "count", str(n)]
+    return " ".join(parts)
 
 
 def fill_buckets(conn: Connection, queue: str, days: float) -> dict[str, int]:
-    """Chart buckets for the last ``days`` as the scripts keep them (the minute hashes
-    of the last 25 hours, the coarse ones of every 15 minutes and 2 hours); the number
-    of keys of each level written."""
+    """Chart snapshots for the last ``days`` as the scripts keep them for a queue that
+    settles every minute (minutes for the last 25 hours, every 15 minutes and 2 hours);
+    the number of keys of each level written."""
     keys = conn.keys(queue)
     now = server_ms(conn)
     first = (now - int(days * DAY_MS)) // MINUTE_MS
     last = now // MINUTE_MS
     pipe = conn.redis.pipeline(transaction=False)
     written = {"m": 0, "q": 0, "h": 0}
-    for m in range(max(first, last - 25 * 60), last + 1):
-        pipe.hset(keys.chart("m", m), mapping=MINUTE_FIELDS)
-        pipe.pexpireat(keys.chart("m", m), m * MINUTE_MS + 25 * 3_600_000)
-        written["m"] += 1
-    for level, minutes in (("q", 15), ("h", 120)):
-        for index in range(first // minutes, last // minutes + 1):
-            pipe.hset(keys.chart(level, index), mapping=COARSE_FIELDS)
-            pipe.pexpireat(keys.chart(level, index), index * minutes * MINUTE_MS + 8 * DAY_MS)
+    for m in range(first, last + 1):
+        snap = _snapshot(240 * (m - first))  # 4 jobs/s
+        for level, minutes, keep in (("m", 1, 25 * 3_600_000), ("q", 15, 8 * DAY_MS),
+                                     ("h", 120, 8 * DAY_MS)):
+            if m % minutes or (level == "m" and m < last - 25 * 60):
+                continue
+            pipe.set(keys.chart(level, m // minutes), snap,
+                     pxat=m // minutes * minutes * MINUTE_MS + keep)
             written[level] += 1
     pipe.set(keys.chart_tip, last)
+    finished = {"completed": 240 * (last - first + 1)}
+    pipe.hset(keys.metric("finished"), mapping=finished)
     pipe.execute()
     return written
 
@@ -93,7 +99,7 @@ def bucket_memory(conn: Connection, queue: str) -> dict[str, int]:
     writes a day and keeps at steady state (minutes 25 h, the coarse levels 8 days)."""
     keys = conn.keys(queue)
     now = server_ms(conn) // MINUTE_MS
-    size = {level: int(conn.redis.memory_usage(keys.chart(level, now // minutes),
+    size = {level: int(conn.redis.memory_usage(keys.chart(level, now // minutes - 1),
                                                samples=0) or 0)
             for level, minutes in (("m", 1), ("q", 15), ("h", 120))}
     per_day = 1440 * size["m"] + 96 * size["q"] + 12 * size["h"]
@@ -116,7 +122,7 @@ def read_ms(conn: Connection, queue: str, span: str, runs: int) -> tuple[float, 
         cpu.append((time.process_time() - began_cpu) * 1000)
         stats = conn.redis.info("commandstats")
         server.append(sum(float(stats.get(f"cmdstat_{c}", {}).get("usec", 0))
-                          for c in ("hgetall", "get", "zcard", "time")) / 1000)
+                          for c in ("mget", "hgetall", "zcard", "time")) / 1000)
     return statistics.median(wall), statistics.median(cpu), statistics.median(server)
 
 

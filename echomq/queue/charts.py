@@ -1,16 +1,16 @@
-"""Chart data over time, read from the buckets the settling scripts keep.
+"""Chart data over time, from the snapshots the settling scripts keep.
 
-Every settle writes its minute's hash in the same call (``lua/_lib_charts.lua``): counts by
-outcome, a log-bucket histogram of run and wait times, the pending backlog. Each minute is
-folded once into a 15-minute and a 2-hour hash, so the last hour reads 60 minute hashes,
-the day 96 quarter hashes and the week 84 two-hour hashes: one pipelined read whatever the
-queue's traffic (plus, for the day and the week, the one minute not folded yet).
+The settle scripts keep lifetime counters and run/wait histograms per queue (the
+Prometheus metrics); the first settling call of each minute also snapshots them, once
+into that minute's key and, when it is the first of its 15 minutes or 2 hours, into those
+keys (``lua/_lib_charts.lua``). A snapshot is the counters at the start of its span, so a
+point is the next point's snapshot less its own (the last one: the live counters less
+it): the last hour reads 60 minute snapshots, the day 96 quarter ones, the week 84
+two-hour ones, in one pipeline with the live counters, whatever the queue's traffic.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -45,25 +45,22 @@ SPANS = {
 """The ranges: the last hour by minute, the day by 15 minutes, the week by 2 hours."""
 
 OUTCOMES = ("completed", "retried", "dead", "cancelled")
-_KIND: dict[str, tuple[int, int]] = {
-    **{f"r{b}": (0, b) for b in range(128)}, **{f"w{b}": (0 + 1, b) for b in range(128)},
-    "p": (2, 0), "c": (3, 0), "f": (3, 1), "d": (3, 2), "x": (3, 3)}
-"""A bucket hash's field: (0 run, 1 wait: the time bucket; 2 the backlog; 3 an outcome:
-its index in OUTCOMES). One lookup per field: a week's read adds thousands."""
-_COMBINED = re.compile(r"([cxfdt])([0-9]{1,3})\.([0-9]{0,3})")
-"""A minute's field counting an outcome (``t``: none) with its run and wait buckets."""
+BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000,
+              900000, 3600000)
+"""The histograms' upper bounds: ``EMQ_BUCKETS_MS`` in ``_lib.lua`` (and Prometheus')."""
+_BUCKET_FIELDS = (*(str(b) for b in BUCKETS_MS), "inf")
 
 
 def bucket_bounds(b: int) -> tuple[float, float]:
-    """The ms a time bucket holds, ``[low, high)``: ``_lib_charts.lua``'s log buckets."""
-    if b <= 0:
-        return 0.0, 1.0
-    return 2 ** ((b - 1) / 2), 2 ** (b / 2)
+    """The ms histogram bucket ``b`` holds, ``(low, high]`` (the last: past the bounds)."""
+    low = 0.0 if b == 0 else float(BUCKETS_MS[min(b, len(BUCKETS_MS)) - 1])
+    high = float(BUCKETS_MS[b]) if b < len(BUCKETS_MS) else low
+    return low, high
 
 
 def quantile(hist: Mapping[int, int], q: float) -> float | None:
-    """The ``q`` quantile (0..1) of a bucket histogram, interpolated geometrically inside
-    its bucket (within ~19% of the true value); None when empty."""
+    """The ``q`` quantile (0..1) of a bucket histogram, interpolated linearly inside its
+    bucket as Prometheus' ``histogram_quantile`` does; None when empty."""
     total = sum(hist.values())
     if total <= 0:
         return None
@@ -75,12 +72,39 @@ def quantile(hist: Mapping[int, int], q: float) -> float | None:
             continue
         if seen + n >= rank:
             low, high = bucket_bounds(b)
-            part = (rank - seen) / n
-            if low <= 0:
-                return high * part
-            return low * math.exp(math.log(high / low) * part)
+            return low + (high - low) * (rank - seen) / n
         seen += n
-    return bucket_bounds(max(hist))[1]
+    return bucket_bounds(max(hist))[0]
+
+
+Snapshot = dict[str, int]
+
+
+def parse_snapshot(text: str | None) -> Snapshot | None:
+    """A snapshot's text (``p 3 f:completed 10 r:5 2 ...``) as a dict; None when absent."""
+    if not text:
+        return None
+    tokens = text.split(" ")
+    found: Snapshot = {}
+    for name, raw in zip(tokens[0::2], tokens[1::2], strict=False):
+        try:
+            found[name] = int(raw)
+        except ValueError:
+            continue  # someone else's text: never a 500
+    return found
+
+
+def live_snapshot(finished: Mapping[str, str], run: Mapping[str, str],
+                  wait: Mapping[str, str], backlog: int) -> Snapshot:
+    """The counters now, in a snapshot's form."""
+    found: Snapshot = {"p": backlog}
+    for tag, fields in (("f:", finished), ("r:", run), ("w:", wait)):
+        for name, raw in fields.items():
+            try:
+                found[tag + name] = int(raw)
+            except ValueError:
+                continue
+    return found
 
 
 @dataclass
@@ -98,44 +122,19 @@ class Point:
     source: str = ""
     """``buckets``, ``archive`` (backfilled from the floor: counts only) or '' (none)."""
 
-    def add_fields(self, fields: Mapping[str, str], latest: bool = True) -> None:
-        """Add one bucket hash (its backlog replaces this one's when ``latest``)."""
-        if not fields:
-            return
-        self.source = "buckets"
-        hists = (self.run, self.wait)
-        for name, raw in fields.items():
-            try:
-                n = int(raw)
-            except ValueError:
-                continue  # someone else's field: never a 500
-            kind = _KIND.get(name)
-            if kind is None:
-                self._add_combined(name, n)
-                continue
-            which, b = kind
-            if which < 2:
-                hist = hists[which]
-                hist[b] = hist.get(b, 0) + n
-            elif which == 2:
-                if latest or self.backlog is None:
-                    self.backlog = n
-            else:
-                outcome = OUTCOMES[b]
-                setattr(self, outcome, getattr(self, outcome) + n)
-
-    def _add_combined(self, name: str, n: int) -> None:
-        """A minute's ``<o><run bucket>.<wait bucket>`` field (``_lib_charts.lua``)."""
-        found = _COMBINED.fullmatch(name)
-        if found is None:
-            return
-        head, rb, wb = found.groups()
-        if head != "t":
-            outcome = OUTCOMES[_KIND[head][1]]
-            setattr(self, outcome, getattr(self, outcome) + n)
-        self.run[int(rb)] = self.run.get(int(rb), 0) + n
-        if wb:
-            self.wait[int(wb)] = self.wait.get(int(wb), 0) + n
+    def add_diff(self, later: Snapshot, earlier: Snapshot) -> None:
+        """The counts between two snapshots (a counter that went down was reset:
+        nothing is counted for it)."""
+        for outcome in OUTCOMES:
+            key = "f:" + outcome
+            setattr(self, outcome, max(0, later.get(key, 0) - earlier.get(key, 0)))
+        for tag, hist in (("r:", self.run), ("w:", self.wait)):
+            for b, name in enumerate(_BUCKET_FIELDS):
+                n = later.get(tag + name, 0) - earlier.get(tag + name, 0)
+                if n > 0:
+                    hist[b] = n
+        if self.finished:
+            self.source = "buckets"
 
     def merge(self, other: Point) -> None:
         """Add another queue's point at the same time."""
@@ -169,50 +168,38 @@ class Point:
 def read(conn: Connection, queues: Sequence[str], span: Span, now_ms: int
          ) -> dict[str, list[Point]]:
     """Each queue's points over ``span`` ending at ``now_ms`` (server clock), oldest
-    first, in one pipeline (a second, small one for the day and the week: each queue's
-    minute not folded yet). The last point's backlog is read live (``ZCARD pending``)."""
+    first, in one pipeline: the span's snapshots (one MGET a queue: one slot), the live
+    counters and the backlog (``ZCARD pending``: the last point's)."""
     first = span.first(now_ms)
     indexes = range(first, first + span.points)
     pipe = conn.redis.pipeline(transaction=False)
     for queue in queues:
         keys = conn.keys(queue)
-        for index in indexes:
-            pipe.hgetall(keys.chart(span.level, index))
-        pipe.get(keys.chart_tip)
+        pipe.mget([keys.chart(span.level, i) for i in indexes])
+        for name in ("finished", "run", "wait"):
+            pipe.hgetall(keys.metric(name))
         pipe.zcard(keys.pending)
     replies = pipe.execute()
-    per = span.points + 2
     found: dict[str, list[Point]] = {}
-    tips: list[tuple[str, int]] = []
     for n, queue in enumerate(queues):
-        chunk = replies[n * per:(n + 1) * per]
-        points = [Point(i * span.step_ms) for i in indexes]
-        for point, fields in zip(points, chunk[:span.points], strict=True):
-            point.add_fields(fields)
-        points[-1].backlog = int(chunk[-1])
-        tip = _int(chunk[-2])
-        if span.level != "m" and tip is not None and first <= tip // span.minutes:
-            tips.append((queue, tip))
+        texts, finished, run, wait, backlog = replies[n * 5:(n + 1) * 5]
+        snaps = [parse_snapshot(t) for t in texts]
+        # the counters at each point's start: its snapshot, else the next one's (nothing
+        # settled in between), else the live ones
+        starts = [live_snapshot(finished, run, wait, int(backlog))] * (span.points + 1)
+        for i in range(span.points - 1, -1, -1):
+            starts[i] = snaps[i] or starts[i + 1]
+        points = []
+        for i, index in enumerate(indexes):
+            point = Point(index * span.step_ms)
+            point.add_diff(starts[i + 1], starts[i])
+            snap = snaps[i]
+            if snap is not None:
+                point.backlog = snap.get("p")
+            points.append(point)
+        points[-1].backlog = int(backlog)
         found[queue] = points
-    if tips:
-        _add_tips(conn, span, first, tips, found)
     return found
-
-
-def _add_tips(conn: Connection, span: Span, first: int, tips: list[tuple[str, int]],
-              found: dict[str, list[Point]]) -> None:
-    """Add each queue's unfolded minute to the coarse point holding it."""
-    pipe = conn.redis.pipeline(transaction=False)
-    for queue, tip in tips:
-        pipe.hgetall(conn.keys(queue).chart("m", tip))
-    for (queue, tip), fields in zip(tips, pipe.execute(), strict=True):
-        at = tip // span.minutes - first
-        if 0 <= at < span.points:
-            point = found[queue][at]
-            live = point.backlog if at == span.points - 1 else None
-            point.add_fields(fields)
-            if live is not None:
-                point.backlog = live
 
 
 def merged(per_queue: Iterable[list[Point]], span: Span, now_ms: int) -> list[Point]:
@@ -227,9 +214,3 @@ def merged(per_queue: Iterable[list[Point]], span: Span, now_ms: int) -> list[Po
             mine.merge(theirs)
     return total
 
-
-def _int(value: object) -> int | None:
-    try:
-        return int(str(value))
-    except (TypeError, ValueError):
-        return None

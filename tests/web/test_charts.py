@@ -1,6 +1,6 @@
 """The dashboard's charts through Starlette's client, on both executors: the settle scripts'
-per-minute buckets, what the charts and their tables show, expiry and the fold into the
-coarse levels, the floor's backfill, and names that try to break out of the SVG."""
+per-minute snapshots, what the charts and their tables show, expiry, the floor's backfill,
+and names that try to break out of the SVG."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ from starlette.testclient import TestClient
 
 import echomq
 from echomq.archive import Driver, Floor, declare
+from echomq.jobs.settle import complete_cancelled
+from echomq.prometheus import BUCKETS_MS
+from echomq.queue import charts
 from echomq.queue.connection import Connection
 from echomq.web import create_app
 
@@ -19,7 +22,7 @@ DAY_MS = 86_400_000
 
 
 def settle_some(conn: Connection, queue: str) -> None:
-    """6 completed, 1 failed and retried, 1 dead, 1 cancelled while waiting."""
+    """6 completed, 1 failed and retried, 1 dead, 1 cancelled, then 4 waiting."""
     echomq.add_many(conn, queue, [{"n": i} for i in range(7)])
     jobs = echomq.claim(conn, queue, count=7, lease_ms=60_000)
     for job in jobs[:6]:
@@ -28,7 +31,9 @@ def settle_some(conn: Connection, queue: str) -> None:
     echomq.add(conn, queue, {"n": "dead"}, job_id="d-1", max_attempts=1)
     [held] = echomq.claim(conn, queue, lease_ms=60_000)
     echomq.fail(conn, queue, held.id, held.token, "boom")
-    echomq.cancel.request(conn, queue, echomq.add(conn, queue, {"n": "x"}))
+    echomq.add(conn, queue, {"n": "x"}, job_id="x-1")
+    [held] = echomq.claim(conn, queue, lease_ms=60_000)
+    complete_cancelled(conn, queue, held.id, held.token, "no longer wanted")
     echomq.add_many(conn, queue, [{"n": i} for i in range(4)])  # a backlog of 4
 
 
@@ -69,32 +74,27 @@ def test_settled_jobs_show_in_the_charts(conn: Connection, queue: str) -> None:
     assert web.get("/queue", params={"queue": queue, "range": "year"}).status_code == 400
 
 
-def test_buckets_expire_and_fold_into_coarse_levels(conn: Connection, queue: str) -> None:
+def test_snapshots_are_written_once_a_minute_and_expire(conn: Connection, queue: str
+                                                        ) -> None:
+    assert charts.BUCKETS_MS == BUCKETS_MS  # the charts read Prometheus' histograms
     keys = conn.keys(queue)
     settle_some(conn, queue)
     tip = int(conn.redis.get(keys.chart_tip))
-    ttl = conn.redis.pttl(keys.chart("m", tip))
-    assert 0 < ttl <= 8 * DAY_MS and conn.redis.pttl(keys.chart_tip) > 0
-    # an older minute left unfolded: the next minute's first settle folds it once
-    old = tip - 30
-    conn.redis.hset(keys.chart("m", old), mapping={"c20.4": 5, "d": 1, "p": 9})
-    conn.redis.pexpire(keys.chart("m", old), 8 * DAY_MS)
-    conn.redis.set(keys.chart_tip, old)
-    conn.redis.delete(keys.chart("m", tip))  # the current minute starts afresh
-    echomq.add(conn, queue, 1, job_id="late")
-    [held] = echomq.claim(conn, queue, lease_ms=60_000)
-    echomq.complete(conn, queue, held.id, held.token, None)
-    now_tip = int(conn.redis.get(keys.chart_tip))
-    assert now_tip >= tip
+    assert 0 < conn.redis.pttl(keys.chart_tip) <= 8 * DAY_MS
+    minute = conn.redis.get(keys.chart("m", tip))
+    assert minute.startswith("p ")
+    assert 0 < conn.redis.pttl(keys.chart("m", tip)) <= DAY_MS + 3_600_000
     for level, minutes in (("q", 15), ("h", 120)):
-        folded = conn.redis.hgetall(keys.chart(level, old // minutes))
-        assert (int(folded["c"]), int(folded["d"]), folded["p"]) == (5, 1, "9"), folded
-        assert int(folded["r20"]) == 5 and int(folded["w4"]) == 5, folded
-        assert 0 < conn.redis.pttl(keys.chart(level, old // minutes)) <= 8 * DAY_MS
-    assert conn.redis.pttl(keys.chart("m", old)) <= DAY_MS + 3_600_000
-    week = TestClient(create_app(conn)).get(
-        "/fragments/charts", params={"queue": queue, "range": "week"}).text
-    assert sum(int(r[1]) for r in table(week)) == 5 + 1  # the folded minute, the late job
+        if conn.redis.exists(keys.chart(level, tip // minutes)):  # unless made before
+            assert 0 < conn.redis.pttl(keys.chart(level, tip // minutes)) <= 8 * DAY_MS
+    settle_some(conn, queue)  # the same minute: the snapshot stays (once, before it)
+    if int(conn.redis.get(keys.chart_tip)) == tip:
+        assert conn.redis.get(keys.chart("m", tip)) == minute
+    # an earlier minute's snapshot: its backlog shows, and the counts after it count
+    conn.redis.set(keys.chart("m", tip - 10), "p 9 f:completed 0", px=3_600_000)
+    page = TestClient(create_app(conn)).get("/queue", params={"queue": queue}).text
+    assert "9" in [r[10] for r in table(page)]
+    assert totals(page) == [12, 3, 1, 2]  # d-1 was there: a waiting job failed instead
 
 
 def test_names_that_try_to_break_out_are_text(conn: Connection, queue: str) -> None:
@@ -122,7 +122,7 @@ def test_older_points_come_from_the_floor(rconn: Connection, queue: str,
         rows = table(page)
         assert {r[11] for r in rows} <= {"archive", "-"} and any(
             r[11] == "archive" for r in rows)
-        assert totals(page) == [6, 0, 1, 0]  # the floor keeps no retry, no unrun cancel
+        assert totals(page) == [6, 0, 1, 1]  # the floor keeps no retry
         # without the floor the same chart is empty
         bare = TestClient(create_app(rconn)).get(
             "/queue", params={"queue": queue, "range": "day"}).text

@@ -9,8 +9,6 @@
       with nobody listening nobody hears, and the job runs on). The row is not touched.
    -1 no such row
    -6 any other state (completed, dead): nothing changes
-  Charts: a removed job is counted 'cancelled' in the minute's chart bucket
-  (_lib_charts.lua).
   One read and one decision in one call: a job claimed an instant before is signalled,
   never refused as no longer removable. ]]
 local p = ARGV[1]
@@ -22,7 +20,6 @@ if not state then
 elseif state == 'pending' or state == 'scheduled' then
   emq_unqueue(p, KEYS[1], KEYS[2], ARGV[2], row[2])
   redis.call('DEL', KEYS[3])
-  emq_chart_settled(p, emq_now(), {cancelled = 1}, {}, {})
   code = 1
 elseif state == 'active' then
   redis.call('PUBLISH', p .. 'events', ARGV[3])

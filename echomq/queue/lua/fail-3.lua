@@ -23,7 +23,7 @@
   or 'dead', with the error as the reason. Metrics: metrics:finished counts 'retried' (a
   retry is scheduled) or 'dead'; metrics:run / metrics:wait get the attempt's times (see
   _lib.lua).
-  Charts: the minute's chart bucket counts 'retried' or 'dead' and the times (_lib_charts.lua).
+  Charts: the minute's first call snapshots those metrics first (_lib_charts.lua).
   Recording never fails on what other writers put in the stream: each entry's id is of
   this call's millisecond, and an outside entry with an id from the future (up to the
   largest, which would refuse every XADD) is first set aside to `foreign` (emq_xadd,
@@ -49,6 +49,7 @@ if ARGV[11] and ARGV[11] ~= '' then
   end
 end
 local now = emq_now()
+emq_chart_tick(p, now)
 redis.call('ZREM', KEYS[1], id)
 if attempt_error then
   attempt_error['at'] = now
@@ -74,7 +75,6 @@ if ARGV[8] ~= '1' and tries < tonumber(row[2]) then
   redis.call('ZADD', KEYS[2], now + math.floor(delay), id)
   redis.call('HINCRBY', p .. 'metrics:finished', 'retried', 1)
   if emq_listened(p) then emq_tell(p, 'failed', id, ARGV[4]) end
-  emq_chart_settled(p, now, {retried = 1}, run, wait)
   return 1
 end
 redis.call('HSET', jk, 'state', 'dead', 'last_error', ARGV[4], 'finished_at', now)
@@ -87,5 +87,4 @@ if recording then
   redis.call('HSET', jk, 'entry', entry)
 end
 if emq_listened(p) then emq_tell(p, 'dead', id, ARGV[4]) end
-emq_chart_settled(p, now, {dead = 1}, run, wait)
 return 2

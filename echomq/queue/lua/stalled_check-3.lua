@@ -8,7 +8,7 @@
   (state dead, last_error stalled, the dead set scored by the time it died (server
   clock, as fail-3.lua scores it), the declared stream).
   Metrics: metrics:stalls counts 'recovered' and 'dead_lettered', metrics:finished 'dead'.
-  Charts: each dead-letter is counted 'dead' in the minute's chart bucket (_lib_charts.lua).
+  Charts: the minute's first call snapshots those metrics first (_lib_charts.lua).
   The script, like the seed, creates a skeleton row for a ghost (no row) on HINCRBY.
   Native (functions) differs, every read and check before the first write:
     'ERR EMQ.STALLED.CHECK max_stalled must be a positive integer' (and limit);
@@ -44,6 +44,7 @@ if EMQ_NATIVE then
   end
 end
 local now = emq_now()
+emq_chart_tick(p, now)
 local exp = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, lim)
 local recovered = {}
 local dead = {}
@@ -63,7 +64,6 @@ local function dead_letter(jk, id, attempts, created)
     redis.call('HSET', jk, 'entry', entry)
   end
   dead[#dead + 1] = id
-  emq_chart_settled(p, now, {dead = 1}, {}, {})
   if listened == nil then listened = emq_listened(p) end
   if listened then emq_tell(p, 'dead', id, 'stalled') end
 end
