@@ -18,7 +18,7 @@
 local emq_chart_tick
 do
   local MINUTE_MS = 60000
-  local MINUTE_KEEP = 86400000 + 3600000   -- a day and an hour: the hour view, with room
+  local MINUTE_KEEP = 7200000              -- two hours: the hour view, with room
   local KEEP = 8 * 86400000                -- the week view, with a day of room
   local SOURCES = {'finished', 'run', 'wait'}
   local TAGS = {'f:', 'r:', 'w:'}
