@@ -8,7 +8,7 @@
   (state dead, last_error stalled, the dead set scored by the time it died (server
   clock, as fail-3.lua scores it), the declared stream).
   Metrics: metrics:stalls counts 'recovered' and 'dead_lettered', metrics:finished 'dead'.
-  Charts: the minute's first call snapshots those metrics first (_lib_charts.lua).
+  Charts: a dead-letter may snapshot those metrics first (_lib_charts.lua).
   The script, like the seed, creates a skeleton row for a ghost (no row) on HINCRBY.
   Native (functions) differs, every read and check before the first write:
     'ERR EMQ.STALLED.CHECK max_stalled must be a positive integer' (and limit);
@@ -44,13 +44,13 @@ if EMQ_NATIVE then
   end
 end
 local now = emq_now()
-emq_chart_tick(p, now)
 local exp = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, lim)
 local recovered = {}
 local dead = {}
 local listened = nil
 
 local function dead_letter(jk, id, attempts, created)
+  emq_chart_tick(p, now)
   redis.call('HSET', jk, 'state', 'dead', 'last_error', 'stalled', 'finished_at', now)
   redis.call('ZADD', KEYS[3], now, id)  -- scored by the time it died, as fail does
   redis.call('HINCRBY', p .. 'metrics:finished', 'dead', 1)
