@@ -49,6 +49,9 @@ BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 6000
               900000, 3600000)
 """The histograms' upper bounds: ``EMQ_BUCKETS_MS`` in ``_lib.lua`` (and Prometheus')."""
 _BUCKET_FIELDS = (*(str(b) for b in BUCKETS_MS), "inf")
+_RUN_KEYS = tuple("r:" + f for f in _BUCKET_FIELDS)
+_WAIT_KEYS = tuple("w:" + f for f in _BUCKET_FIELDS)
+_OUTCOME_KEYS = tuple((o, "f:" + o) for o in ("completed", "retried", "dead", "cancelled"))
 
 
 def bucket_bounds(b: int) -> tuple[float, float]:
@@ -125,12 +128,13 @@ class Point:
     def add_diff(self, later: Snapshot, earlier: Snapshot) -> None:
         """The counts between two snapshots (a counter that went down was reset:
         nothing is counted for it)."""
-        for outcome in OUTCOMES:
-            key = "f:" + outcome
+        if later is earlier:
+            return
+        for outcome, key in _OUTCOME_KEYS:
             setattr(self, outcome, max(0, later.get(key, 0) - earlier.get(key, 0)))
-        for tag, hist in (("r:", self.run), ("w:", self.wait)):
-            for b, name in enumerate(_BUCKET_FIELDS):
-                n = later.get(tag + name, 0) - earlier.get(tag + name, 0)
+        for keys, hist in ((_RUN_KEYS, self.run), (_WAIT_KEYS, self.wait)):
+            for b, key in enumerate(keys):
+                n = later.get(key, 0) - earlier.get(key, 0)
                 if n > 0:
                     hist[b] = n
         if self.finished:
@@ -159,10 +163,18 @@ class Point:
         return (self.retried + self.dead) / tried if tried else None
 
     def run_ms(self, q: float) -> float | None:
-        return quantile(self.run, q)
+        return self._quantile("run", q)
 
     def wait_ms(self, q: float) -> float | None:
-        return quantile(self.wait, q)
+        return self._quantile("wait", q)
+
+    def _quantile(self, which: str, q: float) -> float | None:
+        """Kept once asked (a chart and its table ask each twice): call it after the
+        point's last add_diff or merge."""
+        known = self.__dict__.setdefault("_quantiles", {})
+        if (which, q) not in known:
+            known[(which, q)] = quantile(self.run if which == "run" else self.wait, q)
+        return known[(which, q)]  # type: ignore[no-any-return]
 
 
 def read(conn: Connection, queues: Sequence[str], span: Span, now_ms: int
