@@ -123,7 +123,8 @@ class Point:
     run: dict[int, int] = field(default_factory=dict)
     wait: dict[int, int] = field(default_factory=dict)
     source: str = ""
-    """``buckets``, ``archive`` (backfilled from the floor: counts only) or '' (none)."""
+    """``redis`` (the snapshots), ``archive`` (backfilled from the floor: counts only)
+    or '' (nothing counted)."""
 
     def add_diff(self, later: Snapshot, earlier: Snapshot) -> None:
         """The counts between two snapshots (a counter that went down was reset:
@@ -138,7 +139,7 @@ class Point:
                 if n > 0:
                     hist[b] = n
         if self.finished:
-            self.source = "buckets"
+            self.source = "redis"
 
     def merge(self, other: Point) -> None:
         """Add another queue's point at the same time."""
@@ -149,7 +150,7 @@ class Point:
         for mine, theirs in ((self.run, other.run), (self.wait, other.wait)):
             for b, n in theirs.items():
                 mine[b] = mine.get(b, 0) + n
-        if other.source and self.source != "buckets":
+        if other.source and self.source != "redis":
             self.source = other.source
 
     @property

@@ -1,10 +1,10 @@
 """The charts of the overview and of a queue page: points read from the settle scripts'
-buckets (:mod:`echomq.queue.charts`), older ones backfilled from the archive floor when
+snapshots (:mod:`echomq.queue.charts`), older ones backfilled from the archive floor when
 the dashboard has one, drawn as SVG (:mod:`echomq.web.chart_svg`) with a table beside.
 
-Backfill fills the points before a queue's oldest bucket (a queue older than its buckets,
-or buckets lost with a Redis that kept no data) with the floor's counts by outcome (no
-times: the floor's time indexes are walked, no entry is read), at most
+Backfill fills the points before a queue's oldest counted point (a queue older than its
+snapshots, or snapshots lost with a Redis that kept no data) with the floor's counts by
+outcome (no times: the floor's time indexes are walked, no entry is read), at most
 ``BACKFILL_BUDGET`` index keys a request. A point the floor's checkpoint has passed never
 changes, so its counts are kept (``BACKFILL_CACHED`` points at most): the next refresh goes
 further back.
@@ -60,7 +60,7 @@ def points(board: Dashboard, queues: list[str], span: Span) -> tuple[list[Point]
 
 
 def _backfill(floor: Floor, per: dict[str, list[Point]], span: Span) -> str:
-    """Counts from the floor for each queue's points before its oldest bucket."""
+    """Counts from the floor for each queue's points before its oldest counted one."""
     from echomq.archive.floor_counts import floor_counts
 
     known = set(floor.queues())
