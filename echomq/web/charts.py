@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from echomq.archive.floor import Floor
     from echomq.web.app import Dashboard
 
-BACKFILL_BUDGET = 20_000
+BACKFILL_BUDGET = 10_000
 """Floor index keys one request may walk to backfill points."""
 BACKFILL_CACHED = 20_000
 """Backfilled points kept in this process (final ones only)."""
