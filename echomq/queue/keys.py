@@ -263,6 +263,18 @@ class Keys:
         retention policy (``retain_<state>_age`` / ``retain_<state>_count``)."""
         return self._key("meta")
 
+    def chart(self, level: str, index: int) -> str:
+        """One chart bucket (``_lib_charts.lua``): ``level`` ``m`` (a minute), ``q`` (15
+        minutes) or ``h`` (2 hours); ``index`` the server time in ms over that span."""
+        if level not in ("m", "q", "h"):
+            raise ValueError(f"unknown chart level {level!r}")
+        return f"{self.base}chart:{level}:{int(index)}"
+
+    @cached_property
+    def chart_tip(self) -> str:
+        """The one minute bucket not yet folded into the coarser ones (its index)."""
+        return self._key("chart:tip")
+
     @cached_property
     def rate(self) -> str:
         """Rate limits (``queue`` and ``g:<group>`` = ``max:per_ms``) and the queue's wait a

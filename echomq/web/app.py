@@ -25,7 +25,7 @@ from starlette.templating import Jinja2Templates
 
 from echomq.errors import EchoMQError, InvalidArgument, InvalidKey
 from echomq.queue.connection import Connection
-from echomq.web import actions, archive_actions, fleet, pages, search_pages, timing
+from echomq.web import actions, archive_actions, charts, fleet, pages, search_pages, timing
 from echomq.web.discovery import QueueDirectory
 from echomq.web.hosts import HostCheck, allowed_names
 from echomq.web.security import Gate
@@ -169,6 +169,7 @@ def create_app(conn: Connection, *, floor: Floor | str | os.PathLike[str] | None
         Route("/search", bind(search_pages.search), name="search"),
         Route("/search/results", bind(search_pages.results), name="search_results"),
         Route("/search/sql", bind(search_pages.sql), methods=["POST"], name="search_sql"),
+        Route("/fragments/charts", bind(charts.fragment), name="charts"),
         Route("/login", bind(pages.login_form), name="login"),
         Route("/login", bind(actions.login), methods=["POST"], name="login_post"),
         Route("/logout", bind(actions.logout), methods=["POST"], name="logout"),

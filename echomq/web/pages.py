@@ -12,7 +12,7 @@ from starlette.responses import PlainTextResponse, Response
 import echomq
 from echomq.errors import EchoMQError, InvalidArgument
 from echomq.models import Job
-from echomq.web import reads
+from echomq.web import charts, reads
 from echomq.web.archive_actions import archived_entry
 from echomq.web.timing import timing
 from echomq.web.urls import named
@@ -60,8 +60,26 @@ def _overview_context(board: Dashboard, query: Mapping[str, str]) -> dict[str, A
 
 
 async def overview(board: Dashboard, request: Request) -> Response:
+    span = charts.span_of(request)
     context = await board.call(_overview_context, board, request.query_params)
+    shown = [row.name for row in context["rows"]]
+    context.update(await board.call(charts.context, board, shown, span,
+                                    f"{len(shown)} queue(s)"), queue=None)
     return board.render(request, "overview.html", **context)
+
+
+def page_number(value: str | None) -> int:
+    """A page number from the query (0 when absent or not digits)."""
+    return _number(value, 0, MAX_PAGE)
+
+
+def overview_queues(board: Dashboard, query: Mapping[str, str]) -> list[str]:
+    """The names one page of the overview lists (its charts sum these queues)."""
+    wanted = query.get("q", "")[:MAX_FILTER]
+    names = [n for n in board.queues.names() if wanted in n]
+    pages = max(1, -(-len(names) // OVERVIEW_PER_PAGE))
+    page = min(_number(query.get("page"), 0, MAX_PAGE), pages - 1)
+    return names[page * OVERVIEW_PER_PAGE:(page + 1) * OVERVIEW_PER_PAGE]
 
 
 async def overview_rows(board: Dashboard, request: Request) -> Response:
@@ -98,9 +116,12 @@ def _queue_context(board: Dashboard, queue: str, wanted: str | None, page: int
 
 async def queue(board: Dashboard, request: Request) -> Response:
     state, page = _paging(request)
+    span = charts.span_of(request)
     context = await board.call(_queue_context, board, named(request, "queue"), state, page)
     if not context["known"]:
         return board.render(request, "no_queue.html", status=404, **context)
+    context.update(await board.call(charts.context, board, [context["queue"]], span,
+                                    context["queue"]))
     return board.render(request, "queue.html", **context)
 
 

@@ -4,7 +4,7 @@ A dump is every key of one queue, named relative to the queue's base (so two que
 driven through the same steps can be compared), with its type and its contents.
 ``normalise`` replaces what legitimately differs between two runs: wall-clock
 timestamps (a cron schedule's ``created_at`` too), lease deadlines, stream ids, the buckets of
-the duration histograms, and
+the duration histograms, the charts' snapshots (named by their minute: left out), and
 (kept aside) the ``lease_epoch`` field that only the functions executor stamps.
 """
 
@@ -59,6 +59,8 @@ def normalise(raw: dict[str, tuple[str, Any]]) -> dict[str, tuple[str, Any]]:
     """A dump with times, deadlines and stream ids made comparable; ``lease_epoch`` dropped."""
     out: dict[str, tuple[str, Any]] = {}
     for name, (kind, content) in raw.items():
+        if name.startswith("chart:"):
+            continue  # the charts' snapshots: named by the minute, holding the histograms
         if kind == "hash" and name in _TIME_HISTOGRAMS:
             buckets = sum(int(v) for f, v in content.items() if f not in ("sum", "count"))
             content = {"count": content.get("count"), "in buckets": buckets}

@@ -419,3 +419,28 @@ def test_a_420_px_phone_shows_every_page_without_sideways_scrolling(
     finally:
         browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
         browser.set_window_size(1280, 860)
+def test_a_chart_is_drawn_with_data(browser: Any, base: str, rconn: Connection) -> None:
+    """Issue 26, item 1: the queue page draws its charts from the settle scripts'
+    buckets (SVG from the server, no script), and the range switch redraws them."""
+    from selenium.webdriver.common.by import By
+
+    queue = f"charts-{uuid.uuid4().hex[:6]}"
+    echomq.add_many(rconn, queue, [{"n": i} for i in range(12)])
+    jobs = echomq.claim(rconn, queue, count=12, lease_ms=60_000)
+    for job in jobs[:9]:
+        echomq.complete(rconn, queue, job.id, job.token, {"ok": True})
+    for job in jobs[9:]:
+        echomq.fail(rconn, queue, job.id, job.token, "boom", delay_ms=60_000)
+    browser.get(f"{base}/queue?queue={queue}")
+    bars = wait_for(browser, lambda d: d.find_elements(
+        By.CSS_SELECTOR, "svg#chart-finished g.bar rect.seg"))
+    assert {b.get_attribute("class") for b in bars} == {"seg completed", "seg retried"}
+    assert all(float(b.get_attribute("height")) > 0 for b in bars)
+    assert browser.find_elements(By.CSS_SELECTOR, "svg#chart-run circle.dot")
+    legend = browser.find_element(By.CSS_SELECTOR, "svg#chart-finished").text
+    assert "completed" in legend and "failed, retried" in legend
+    shot(browser, "charts.png")
+    browser.find_element(By.ID, "range-week").click()
+    wait_for(browser, lambda d: d.find_element(By.ID, "charts").get_attribute(
+        "data-range") == "week")
+    assert browser.find_elements(By.CSS_SELECTOR, "svg#chart-finished g.bar rect.seg")

@@ -13,6 +13,7 @@
   A cancelled job is a completion whose result is 'cancelled:<reason>'.
   Metrics: metrics:finished counts each outcome ('completed', 'cancelled'), and
   metrics:run / metrics:wait get the attempt's run and wait times (see _lib.lua).
+  Charts: the minute's first settle snapshots those metrics first (_lib_charts.lua).
   Recording never fails on what other writers put in the stream: each entry's id is of
   this call's millisecond, and an outside entry with an id from the future (up to the
   largest, which would refuse every XADD) is first set aside to `foreign` (emq_xadd,
@@ -77,6 +78,7 @@ for n, id in ipairs(ids) do
   codes[n] = code
 end
 if #finished > 0 then
+  emq_chart_tick(p, now)
   local settled = {}
   for i = 2, #finished, 2 do settled[#settled + 1] = finished[i] end
   redis.call('ZREM', KEYS[1], unpack(settled))

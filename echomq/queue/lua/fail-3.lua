@@ -23,6 +23,7 @@
   or 'dead', with the error as the reason. Metrics: metrics:finished counts 'retried' (a
   retry is scheduled) or 'dead'; metrics:run / metrics:wait get the attempt's times (see
   _lib.lua).
+  Charts: the minute's first settle snapshots those metrics first (_lib_charts.lua).
   Recording never fails on what other writers put in the stream: each entry's id is of
   this call's millisecond, and an outside entry with an id from the future (up to the
   largest, which would refuse every XADD) is first set aside to `foreign` (emq_xadd,
@@ -51,6 +52,7 @@ if ARGV[11] and ARGV[11] ~= '' then
   end
 end
 local now = emq_now()
+emq_chart_tick(p, now)
 redis.call('ZREM', KEYS[1], id)
 if attempt_error then
   attempt_error['at'] = now

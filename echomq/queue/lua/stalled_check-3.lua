@@ -8,6 +8,7 @@
   (state dead, last_error stalled, the dead set scored by the time it died (server
   clock, as fail-3.lua scores it), the declared stream).
   Metrics: metrics:stalls counts 'recovered' and 'dead_lettered', metrics:finished 'dead'.
+  Charts: a dead-letter may snapshot those metrics first (_lib_charts.lua).
   The script, like the seed, creates a skeleton row for a ghost (no row) on HINCRBY.
   Native (functions) differs, every read and check before the first write:
     'ERR EMQ.STALLED.CHECK max_stalled must be a positive integer' (and limit);
@@ -51,6 +52,7 @@ local dead = {}
 local listened = nil
 
 local function dead_letter(jk, id, attempts, created)
+  emq_chart_tick(p, now)
   redis.call('HSET', jk, 'state', 'dead', 'last_error', 'stalled', 'finished_at', now)
   emq_dedup_release(p, id)
   redis.call('ZADD', KEYS[3], now, id)  -- scored by the time it died, as fail does
