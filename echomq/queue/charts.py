@@ -181,21 +181,24 @@ class Point:
 def read(conn: Connection, queues: Sequence[str], span: Span, now_ms: int
          ) -> dict[str, list[Point]]:
     """Each queue's points over ``span`` ending at ``now_ms`` (server clock), oldest
-    first, in one pipeline: the span's snapshots (one MGET a queue: one slot), the live
+    first, in one pipeline: the span's snapshots (a GET each), the live
     counters and the backlog (``ZCARD pending``: the last point's)."""
     first = span.first(now_ms)
     indexes = range(first, first + span.points)
     pipe = conn.redis.pipeline(transaction=False)
     for queue in queues:
         keys = conn.keys(queue)
-        pipe.mget([keys.chart(span.level, i) for i in indexes])
+        for i in indexes:  # GETs, not one MGET: a Cluster pipeline refuses MGET
+            pipe.get(keys.chart(span.level, i))
         for name in ("finished", "run", "wait"):
             pipe.hgetall(keys.metric(name))
         pipe.zcard(keys.pending)
     replies = pipe.execute()
     found: dict[str, list[Point]] = {}
+    width = span.points + 4
     for n, queue in enumerate(queues):
-        texts, finished, run, wait, backlog = replies[n * 5:(n + 1) * 5]
+        each = replies[n * width:(n + 1) * width]
+        texts, (finished, run, wait, backlog) = each[:span.points], each[span.points:]
         snaps = [parse_snapshot(t) for t in texts]
         # the counters at each point's start: its snapshot, else the next one's (nothing
         # settled in between), else the live ones
