@@ -8,7 +8,7 @@ import contextlib
 import time
 
 import echomq
-from tests.app.conftest import Workers
+from tests.support.app_workers import Workers
 from tests.support.waits import wait_until
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import echomq
-from tests.app.conftest import Workers
+from tests.support.app_workers import Workers
 from tests.support.waits import server_ms, wait_until
 
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 import echomq
-from tests.app.conftest import Workers
+from tests.support.app_workers import Workers
 from tests.support.waits import wait_until
 
 

@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,35 +15,14 @@ from typing import Any
 import pytest
 
 import echomq
-from echomq.app.worker import Worker
 from echomq.queue.connection import Connection, connect
 from echomq.servers.valkey import EmbeddedValkey
 from tests.support import flow_tasks
+from tests.support.app_workers import Workers
 from tests.support.waits import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
-QUICK = {"poll_ms": 20, "beat_ms": 50, "backoff_ms": 1, "backoff_cap_ms": 1}
-
-
-class Workers:
-    """An App's workers on threads, stopped and joined at the end."""
-
-    def __init__(self) -> None:
-        self.running: list[tuple[Worker, threading.Thread]] = []
-
-    def start(self, app: echomq.App, queues: Any = None, **options: Any) -> Worker:
-        worker = app.worker(queues, **{**QUICK, **options})
-        thread = threading.Thread(target=worker.run, kwargs={"install_signals": False})
-        thread.start()
-        self.running.append((worker, thread))
-        return worker
-
-    def stop_all(self) -> None:
-        for worker, thread in self.running:
-            worker.stop()
-            thread.join(10)
-            assert not thread.is_alive()
 
 
 @pytest.fixture

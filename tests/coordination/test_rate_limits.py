@@ -21,10 +21,9 @@ import echomq
 from echomq.cli import main
 from echomq.queue.connection import Connection
 from tests.support import ROOT
+from tests.support.app_workers import QUICK
 from tests.support.consumers import ConsumerThreads
 from tests.support.waits import wait_until
-
-QUICK = {"poll_ms": 20, "beat_ms": 50, "backoff_ms": 1, "backoff_cap_ms": 1}
 
 
 def starts(conn: Connection, queue: str, ids: list[str]) -> list[int]:
