@@ -272,14 +272,17 @@ class Supervisor:
         self.children.remove(c)
         code = c.process.exitcode
         stopping = self._stops > 0
-        if code != 0 and c.ready:
+        # a child killed from outside while it started (kill -9, the OOM killer) died; it is
+        # not a module that cannot start, three of which in a row end the supervisor
+        started = c.ready or (code == -signal.SIGKILL and c.failure is None)
+        if code != 0 and started:
             self.child_deaths += 1
             self._count("died")
             log.warning("child %d died (%s) holding %d job(s)", c.pid, exit_status(code),
                         len(c.held))
         if code != 0 and c.held:
             self.orphans.settle(c.held, c.pid, code, killed_by_us=c.killed)
-        if not c.ready:
+        if not started:
             if stopping:
                 return
             self._start_failures += 1

@@ -387,6 +387,30 @@ def test_a_module_children_cannot_import_exits_non_zero_naming_it(server_url, na
                            "refuses to load in a child process"), proc.stderr
 
 
+def test_children_killed_while_they_start_are_deaths_not_a_module_that_cannot_start(
+        server_url, names, supervised) -> None:
+    """A kill -9 (or the OOM killer) that lands while a child still starts, four times
+    in a row, is four deaths: the supervisor replaces them and goes on, where a module
+    that fails to import ends it after three (the test above)."""
+    s = Supervised(server_url, names("procs"), "--processes", "2",
+                   env={"EMQ_TEST_SLOW_CHILD": "1.5"})
+    supervised.append(s)
+    for _ in range(2):  # four kills before any child is ready
+        def two() -> set[int] | None:
+            found = children(s.proc.pid)
+            return found if len(found) == 2 else None
+        starting = wait_until(two, timeout=20, step=0.02)
+        for pid in starting:
+            os.kill(pid, signal.SIGKILL)
+        wait_until(lambda gone=starting: not children(s.proc.pid) & gone, timeout=10,
+                   step=0.02)
+    s.ready(2, timeout=30)
+    assert s.proc.poll() is None, s.output
+    assert "failed to start" not in s.output, s.output
+    assert s.stop() == 0
+    assert "supervisor stopped: 4 restart(s), 0 recycle(s), 4 child death(s)" in s.output
+
+
 def test_app_worker_with_processes_runs_children_from_python(server_url, names) -> None:
     from echomq.app.supervisor import Supervisor
     from tests.support.proc_tasks import app

@@ -2,7 +2,8 @@
 --processes N``); its queue comes from ``$EMQ_TEST_QUEUE``, so each test has its own.
 
 With ``$EMQ_TEST_FAIL_IN_CHILD`` set, importing it in a spawned child raises: a module
-the supervisor imports but its children cannot."""
+the supervisor imports but its children cannot. ``$EMQ_TEST_SLOW_CHILD`` (seconds) makes
+a child's import that slow, so a test can kill children while they start."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import echomq
 
 if os.environ.get("EMQ_TEST_FAIL_IN_CHILD") and multiprocessing.parent_process() is not None:
     raise ImportError("tests.support.proc_tasks refuses to load in a child process")
+if os.environ.get("EMQ_TEST_SLOW_CHILD") and multiprocessing.parent_process() is not None:
+    time.sleep(float(os.environ["EMQ_TEST_SLOW_CHILD"]))  # a child that is slow to start
 
 app = echomq.App()
 QUEUE = os.environ.get("EMQ_TEST_QUEUE", "procs")
