@@ -167,6 +167,8 @@ def test_logging_out_ends_the_session_on_the_server(browser: Any, base: str) -> 
 
 def test_the_overview_shows_counts_and_refreshes_them(
         browser: Any, base: str, rconn: Connection, mail: str) -> None:
+    from selenium.webdriver.common.by import By
+
     echomq.add_many(rconn, f"reports-{mail[-6:]}", [{"n": i} for i in range(7)])
     browser.get(f"{base}/?q={mail[-6:]}")  # the other tests' queues: on other pages
     row = f'tr[data-queue="{mail}"]'
@@ -174,6 +176,9 @@ def test_the_overview_shows_counts_and_refreshes_them(
     assert cells(browser, row)[1:6] == ["4", "0", "1", "1", "1"]
     echomq.add(rconn, mail, {"late": True})  # no reload: htmx polls the counts
     wait_for(browser, lambda d: cells(d, row)[1] == "5")
+    browser.get(f"{base}/?q={mail[-6:]}")  # loaded again: its pager and charts count the
+    wait_for(browser, lambda d: cells(d, row))  # queues the scan found since
+    assert "no queue" not in browser.find_element(By.ID, "queue-count").text
     shot(browser, "overview.png")
 
 
