@@ -7,6 +7,7 @@ last lines) is computed there, so the Consumer's loop only ships it.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 _UNDECODED = object()
 
 _current: ContextVar[JobContext | None] = ContextVar("echomq_current_job", default=None)
+_token_lock = threading.Lock()
+"""Mints a job's cancel token once when two threads ask for it at the same moment."""
 
 
 def current_job() -> JobContext | None:
@@ -46,7 +49,7 @@ class JobContext:
     """The ``job`` a handler receives."""
 
     __slots__ = (
-        "id", "name", "attempts", "cancel_token", "queue", "finished", "started", "done",
+        "id", "name", "attempts", "_token", "queue", "finished", "started", "done",
         "deadline", "_conn", "_lease_ms", "_raw", "_payload", "_row", "traceparent", "span",
         "ran_s", "timed_out", "timeout_s", "runner", "on_cancel",
     )
@@ -71,7 +74,8 @@ class JobContext:
         self.deadline = deadline
         """When the lease ends at the latest, on this process's monotonic clock
         (the send time of the last claim or renewal plus the lease)."""
-        self.cancel_token = cancel_tokens.new()
+        self._token: cancel_tokens.CancelToken | None = None
+        """Minted on first use: most handlers never look at it (:attr:`cancel_token`)."""
         self.queue = queue
         self._conn = conn
         self._lease_ms = lease_ms
@@ -87,8 +91,19 @@ class JobContext:
         """The run's timeout, once its handler started (None: no timeout)."""
         self.runner: Any = None
         """The handler thread running the job (set when it starts; None for a coroutine)."""
-        self.on_cancel: Callable[[], None] | None = None
+        self.on_cancel: Callable[[], object] | None = None
         """Called when the job's token fires (an async task's: cancel its coroutine)."""
+
+    @property
+    def cancel_token(self) -> cancel_tokens.CancelToken:
+        """The job's cancel token: fired by a cancel request, a lost lease or the timeout."""
+        token = self._token
+        if token is None:
+            with _token_lock:  # a cancel and the handler may ask at once: one token
+                token = self._token
+                if token is None:
+                    token = self._token = cancel_tokens.new()
+        return token
 
     @property
     def payload(self) -> Any:
@@ -177,7 +192,8 @@ class JobContext:
 
     def cancelled(self) -> bool:
         """True once a cancel reached this job (a shortcut for ``cancel.check``)."""
-        return cancel_tokens.check(self.cancel_token) is not None
+        token = self._token
+        return token is not None and cancel_tokens.check(token) is not None
 
     def __repr__(self) -> str:
         return f"<JobContext {self.queue}/{self.id} attempt {self.attempts}>"
@@ -226,6 +242,8 @@ def execute(
         return raised(job, exc, policy)
     finally:
         _current.reset(entered)
+    if value is None:  # the common answer, without the ABC check below
+        return HandlerOutcome(job, "completed", "null")
     if isinstance(value, Coroutine):
         return HandlerOutcome(job, "pending", "", coro=value)
     return returned(job, value, result_limit, policy)

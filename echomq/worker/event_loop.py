@@ -71,12 +71,10 @@ class EventLoop:
     def _start_incoming(self) -> None:
         with self._wake_lock:
             self._woken = False
-        incoming, create, running = self._incoming, self.loop.create_task, self._running
+        incoming, create, run, running = (self._incoming, self.loop.create_task, self._run,
+                                          self._running)
         while incoming:
-            job, coro = incoming.popleft()
-            task = create(self._run(job, coro))
-            running.add(task)
-            task.add_done_callback(running.discard)
+            running.add(create(run(*incoming.popleft())))  # _run discards its own task
 
     async def _run(self, job: JobContext, coro: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.current_task()
@@ -89,7 +87,7 @@ class EventLoop:
         _current.set(job)  # in this task's own context, which ends with it: no reset
         started = perf_counter()
         try:
-            if cancel_tokens.check(job.cancel_token) is not None:
+            if job.cancelled():
                 coro.close()  # cancelled before it could start
                 raise asyncio.CancelledError
             value = await coro
@@ -104,6 +102,7 @@ class EventLoop:
         finally:
             job.ran_s = perf_counter() - started
             job.on_cancel = None
+            self._running.discard(task)  # no done callback a job: the loop holds it now
         self.ended(job)
         self.finish(outcome)
 

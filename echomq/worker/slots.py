@@ -149,7 +149,7 @@ class HandlerSlots:
         self._finish(outcome)
 
     def _unwatch(self, job: JobContext) -> None:
-        if self.watchdog is not None:
+        if self.watchdog is not None and job.timeout_s is not None:  # watched: it has one
             self.watchdog.unwatch(job)
 
     def stop(self) -> None:

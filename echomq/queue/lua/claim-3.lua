@@ -88,18 +88,20 @@ if EMQ_NATIVE then epoch = emq_run_id() end
 local out = {deadline}
 for _, id in ipairs(ids) do
   local jk = p .. 'job:' .. id
-  local att = redis.call('HINCRBY', jk, 'attempts', 1)
+  -- one read and one write a job: the token is attempts + 1, written with the state
+  local body = redis.call('HMGET', jk, 'attempts', 'payload', 'name')
+  local att = (tonumber(body[1]) or 0) + 1
   if epoch then
-    redis.call('HSET', jk, 'state', 'active', 'claimed_at', now, 'lease_epoch', epoch)
+    redis.call('HSET', jk, 'attempts', att, 'state', 'active', 'claimed_at', now,
+      'lease_epoch', epoch)
   else
-    redis.call('HSET', jk, 'state', 'active', 'claimed_at', now)
+    redis.call('HSET', jk, 'attempts', att, 'state', 'active', 'claimed_at', now)
   end
-  local body = redis.call('HMGET', jk, 'payload', 'name')
   out[#out + 1] = id
   out[#out + 1] = att
   -- a skeleton row (a ghost the scripted sweep recovered) has no payload: JSON null
-  out[#out + 1] = body[1] or 'null'
-  out[#out + 1] = body[2] or ''
+  out[#out + 1] = body[2] or 'null'
+  out[#out + 1] = body[3] or ''
 end
 if rl then emq_rate.started(p, rl, now, out) end
 return out
