@@ -59,6 +59,7 @@ class Settler:
         durable_timeout_ms: int = 0,
         on_settled: Callable[[JobContext, str], None] | None = None,
         log_finished: bool = False,
+        after_round: Callable[[], None] | None = None,
     ) -> None:
         self.conn = conn
         self.plan = plan
@@ -80,6 +81,8 @@ class Settler:
         self.durable_timeout_ms = durable_timeout_ms
         self.on_settled = on_settled
         self.log_finished = log_finished
+        self.after_round = after_round
+        """Run after each settle round (the flow outboxes' delivery)."""
         self.durable_shortfalls = 0
         """Settles (jobs) whose round trip's WAIT saw fewer replicas than asked."""
         self._give_up = threading.Event()
@@ -118,6 +121,8 @@ class Settler:
                 stopping = stopping or saw_stop
                 if batch:
                     self._settle(batch)
+                    if self.after_round is not None:
+                        self.after_round()
                 for marker in markers:
                     marker.set()
         except Exception as exc:  # noqa: BLE001 - reported, and the Consumer goes down
