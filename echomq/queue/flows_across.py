@@ -76,10 +76,13 @@ def deliver_outbox(conn: Connection, queue: str) -> int:
     return len(entries)
 
 
-def crosses(conn: Connection, queue: str) -> bool:
-    """Whether ``queue`` ever held a child of a parent on another queue (the mark its
-    first such add sets): only those queues' outboxes are worth draining."""
-    return conn.redis.hget(conn.keys(queue).meta, "xflows") == "1"
+def crossing(conn: Connection, queues: Sequence[str]) -> list[str]:
+    """Those of ``queues`` that ever held a child of a parent on another queue (the mark
+    their first such add sets), in one round trip: only their outboxes need draining."""
+    pipe = conn.redis.pipeline(transaction=False)
+    for queue in queues:
+        pipe.hget(conn.keys(queue).meta, "xflows")
+    return [q for q, mark in zip(queues, pipe.execute(), strict=True) if mark == "1"]
 
 
 def repair_flow(conn: Connection, queue: str, parent: str) -> list[str]:

@@ -40,7 +40,7 @@ class Beat:
     def __init__(
         self, conn: Connection, plan: QueuePlan, held: Held, *, lease_ms: int,
         auto_extend: bool, recovery: Recovery, max_stalled: int,
-        heartbeat: Heartbeat | None = None, flow_acks: FlowAcks | None = None,
+        heartbeat: Heartbeat | None = None,
     ) -> None:
         self.conn = conn
         self.plan = plan
@@ -50,9 +50,9 @@ class Beat:
         self.recovery: Recovery = recovery
         self.max_stalled = max_stalled
         self.heartbeat = heartbeat
-        self.flow_acks = flow_acks
-        """Outboxes of flow outcomes owed to other queues, drained each beat (fallback)."""
         """The worker's record, written in the renewal's round trip (None: not written)."""
+        self.flow_acks = FlowAcks(conn, plan.names)
+        """Outboxes of flow outcomes owed to other queues, drained each beat (fallback)."""
         self.thread: threading.Thread | None = None
         """The thread that runs :meth:`run` (a stop joins it before the record goes)."""
 
@@ -80,8 +80,7 @@ class Beat:
                 if back:
                     log.info("reaped %d lapsed lease(s) of %r: %s", len(back), queue,
                              json.dumps(back))
-        if self.flow_acks is not None:
-            self.flow_acks.sweep()
+        self.flow_acks.sweep()
 
     def renew_held(self) -> None:
         """Renew every buffered lease (and, with ``auto_extend``, every running one) in

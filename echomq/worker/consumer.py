@@ -36,7 +36,6 @@ from echomq.worker import lifecycle
 from echomq.worker.beat import Beat, Recovery
 from echomq.worker.claim_loop import ClaimLoop
 from echomq.worker.context import FailurePolicy, JobContext
-from echomq.worker.flow_acks import FlowAcks
 from echomq.worker.heartbeat import heartbeat_of
 from echomq.worker.held import STOP, Held
 from echomq.worker.options import (
@@ -142,7 +141,6 @@ class Consumer:
         """Build the parts that share the ``Held`` ledger: claim loop, handler slots,
         settler, beat and the subscription that wakes the claim loop."""
         self._held = Held(self.conn, on_held=o.on_held, on_released=o.on_released)
-        self._acks = FlowAcks(self.conn, self.queues)
         self._work: stdlib_queue.SimpleQueue[Any] = stdlib_queue.SimpleQueue()
         self._claims = ClaimLoop(
             self.conn, self.plan, self._held, self._work, concurrency=o.concurrency,
@@ -153,7 +151,7 @@ class Consumer:
             backoff_ms=o.backoff_ms, backoff_cap_ms=o.backoff_cap_ms, held=self._held,
             on_crash=self._crash, durable_replicas=o.durable_replicas,
             durable_timeout_ms=o.durable_timeout_ms, on_settled=o.on_settled,
-            log_finished=o.log_finished, after_round=self._acks.after_settle)
+            log_finished=o.log_finished)
         self._slots = HandlerSlots(
             self.conn, o.handler, self._held, self._work, lease_ms=o.lease_ms,
             result_limit=o.result_limit, policy=o.failure_policy,
@@ -161,8 +159,7 @@ class Consumer:
             spawn=self._start_slot, give_up=self._give_up)
         self._beat = Beat(self.conn, self.plan, self._held, lease_ms=o.lease_ms,
                           auto_extend=o.auto_extend, recovery=o.recovery,
-                          max_stalled=o.max_stalled, heartbeat=self.heartbeat,
-                          flow_acks=self._acks)
+                          max_stalled=o.max_stalled, heartbeat=self.heartbeat)
         self._subscription = Subscription(self.conn, self.plan, self._held, self._claims.added,
                                           cancel=o.cancel)
 

@@ -13,7 +13,6 @@ again at most once a second.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Sequence
 
@@ -21,7 +20,7 @@ import redis
 
 from echomq.errors import EchoMQError
 from echomq.queue.connection import Connection
-from echomq.queue.flows_across import crosses, deliver_outbox
+from echomq.queue.flows_across import crossing, deliver_outbox
 
 log = logging.getLogger("echomq.consumer")
 
@@ -30,14 +29,14 @@ REFRESH_S = 1.0
 
 
 class FlowAcks:
-    """The outboxes of one worker's queues, drained after settles and on each beat."""
+    """The outboxes of one worker's queues: the settler and the beat hold one each (two
+    drains at once only send acks twice, which changes nothing)."""
 
     def __init__(self, conn: Connection, queues: Sequence[str]) -> None:
         self.conn = conn
         self.queues = list(queues)
         self.marked: list[str] = []
         self._read_at = -REFRESH_S
-        self._lock = threading.Lock()
 
     def after_settle(self) -> None:
         """The settler's delivery: the marked queues' outboxes; a failure is left to the
@@ -53,16 +52,15 @@ class FlowAcks:
 
     def _refresh(self) -> None:
         try:
-            self.marked = [q for q in self.queues if crosses(self.conn, q)]
+            self.marked = crossing(self.conn, self.queues)
         except (EchoMQError, redis.RedisError) as exc:
             log.warning("flow outboxes: could not read the marks: %s", exc)
         self._read_at = time.monotonic()
 
     def _drain(self) -> None:
-        with self._lock:  # the settler and the beat: one drain at a time per worker
-            for queue in self.marked:
-                try:
-                    deliver_outbox(self.conn, queue)
-                except (EchoMQError, redis.RedisError) as exc:
-                    log.warning("flow outbox of %r: delivery failed (the beat retries): %s",
-                                queue, exc)
+        for queue in self.marked:
+            try:
+                deliver_outbox(self.conn, queue)
+            except (EchoMQError, redis.RedisError) as exc:
+                log.warning("flow outbox of %r: delivery failed (the beat retries): %s",
+                            queue, exc)
