@@ -11,7 +11,7 @@ import pytest
 
 import echomq
 from echomq.queue.connection import Connection
-from echomq.queue.flows_across import OUTBOX, deliver_outbox, repair_flow
+from echomq.queue.flows_across import OUTBOX
 from echomq.queue.transitions.flows import flow_ack_call
 from tests.coordination.test_flows import Workers
 from tests.support.waits import wait_until
@@ -115,7 +115,7 @@ def test_an_undelivered_outcome_is_delivered_once_by_the_fallback(
     # the same ack again (a deliverer that died before deleting the entry): a no-op
     again = flow_ack_call(conn.keys(b), parent, a, held[0].id, 1, True, "99")
     assert conn.executor.run(*again) == 0
-    assert deliver_outbox(conn, a) == 0
+    assert echomq.deliver_outbox(conn, a) == 0
     workers.start(app, [b])
     wait_until(lambda: _state(conn, b, parent) == "completed")
     assert echomq.get_job(conn, b, parent).result == {"label": "late", "results": [2, 4]}
@@ -144,8 +144,8 @@ def test_a_producer_dying_between_the_adds_is_repaired(
     [parent] = conn.redis.zrange(conn.keys(b).waiting, 0, -1)
     kids = echomq.children(conn, b, parent)
     assert echomq.counts(conn, a).pending == 0
-    assert repair_flow(conn, b, parent) == kids
-    assert repair_flow(conn, b, parent) == []
+    assert echomq.repair_flow(conn, b, parent) == kids
+    assert echomq.repair_flow(conn, b, parent) == []
     assert [echomq.get_job(conn, a, k).parent for k in kids] == [parent, parent]
     assert echomq.counts(conn, a).pending == 2
 
