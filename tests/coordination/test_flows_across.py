@@ -3,8 +3,12 @@ slots on a Cluster), the parent released exactly once through flow_ack."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +17,8 @@ import echomq
 from echomq.queue.connection import Connection
 from echomq.queue.flows_across import OUTBOX
 from echomq.queue.transitions.flows import flow_ack_call
-from tests.coordination.test_flows import Workers
+from tests.coordination.test_flows import ROOT, Workers
+from tests.support import flow_tasks
 from tests.support.waits import wait_until
 
 
@@ -155,3 +160,35 @@ def test_a_group_across_queues_is_refused_before_the_wire(conn: Connection) -> N
     with pytest.raises(echomq.InvalidArgument, match="a group's jobs must share one queue"):
         echomq.group([t["double"].s(1), t["report"].s(2)]).enqueue(app)
     assert echomq.counts(conn, a).pending == echomq.counts(conn, b).pending == 0
+
+
+def test_a_worker_dying_between_its_settle_and_the_delivery(
+        conn: Connection, workers: Workers, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker process exits at once (no cleanup, as kill -9) right after settling the
+    first of the chord's children on A, before delivering; another worker of A delivers
+    on its beat and the parent on B runs once."""
+    a, b, marks = f"xa-{uuid.uuid4().hex[:8]}", f"xb-{uuid.uuid4().hex[:8]}", tmp_path / "m"
+    app = flow_tasks.app
+    app.adopt(conn)
+    kids = [flow_tasks.double.s(n).set(queue=a) for n in (1, 2)]
+    parent = echomq.chord(kids, then=flow_tasks.report.s().set(queue=b)).enqueue(app)
+    env = {**os.environ, "EMQ_TEST_QUEUE": a, "EMQ_TEST_MARKS": str(marks),
+           "EMQ_TEST_DIE_BEFORE_ACK": "1", "PYTHONPATH": str(ROOT)}
+    dying = subprocess.Popen(
+        [sys.executable, "-m", "echomq", "--url", conn.url, "--executor", conn.executor_name,
+         "worker", "tests.support.flow_tasks:app", "-q", a, "--lease", "1s"],
+        cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        assert dying.wait(30) == 9
+    finally:
+        dying.kill()
+    # one child or both settled (a child still held comes back when its lease lapses)
+    assert conn.redis.hlen(conn.keys(a).base + OUTBOX) >= 1
+    assert _state(conn, b, parent) == "waiting"
+    monkeypatch.setattr(flow_tasks, "MARKS", marks)
+    workers.start(app, [a, b], beat_ms=50)
+    wait_until(lambda: _state(conn, b, parent) == "completed")
+    assert echomq.get_job(conn, b, parent).result == [2, 4]
+    assert marks.read_text().split().count("report") == 1
