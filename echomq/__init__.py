@@ -106,6 +106,8 @@ _LAZY: dict[str, str] = {
     "group": "echomq.app.flows",
     "chord": "echomq.app.flows",
     "children": "echomq.queue.flows",
+    "deliver_outbox": "echomq.queue.flows_across",
+    "repair_flow": "echomq.queue.flows_across",
     "connect": "echomq.app.connect",
     "append_log": "echomq.jobs.joblog",
     "schedule": "echomq.scheduling.cron",
@@ -153,6 +155,7 @@ if TYPE_CHECKING:
     from echomq.queue.enqueue import add, add_many
     from echomq.queue.events import Event, EventKind, publish
     from echomq.queue.flows import children
+    from echomq.queue.flows_across import deliver_outbox, repair_flow
     from echomq.queue.listen import EventStream, events
     from echomq.queue.listing import list_jobs
     from echomq.queue.rate_limits import RateLimit, clear_rate_limit, rate_limits, set_rate_limit
@@ -269,6 +272,7 @@ __all__ = [
     "counts",
     "current_job",
     "dead_jobs",
+    "deliver_outbox",
     "drain",
     "events",
     "extend_lock",
@@ -289,6 +293,7 @@ __all__ = [
     "reap",
     "release_many",
     "remove_job",
+    "repair_flow",
     "report_progress",
     "resume",
     "resume_schedule",

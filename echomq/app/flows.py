@@ -4,11 +4,14 @@
 runs them one after the other, each step's result passed to the next as its first
 argument; ``group([...])`` adds many at once; ``chord([...], then=report.s())`` runs
 ``report`` once every child completed, with their results in order as its first argument.
-Each flow is added by ONE transition on one queue (``flow_add-2.lua``): the parents are
+Each flow on one queue is added by ONE transition (``flow_add-2.lua``): the parents are
 rows in state ``waiting`` with a count of outstanding children, which the settle of each
 child decrements (fenced by its token, once per child) and the last one turns pending, in
-the same call (``_lib_flow.lua``). Everything is checked before the wire: the signatures,
-their task names against the App, one queue for the whole flow, the arguments' JSON.
+the same call (``_lib_flow.lua``). A chain or chord whose steps are on several queues is
+added one queue at a time, parents first, and a child's outcome reaches a parent on
+another queue through ``flow_ack`` (``queue/flows_across.py``). Everything is checked
+before the wire: the signatures, their task names against the App, one queue for a
+group, the arguments' JSON.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from echomq.app.calls import call_payload
 from echomq.errors import InvalidArgument
 from echomq.queue import validate
 from echomq.queue.flows import add_flow
+from echomq.queue.flows_across import add_across
 from echomq.queue.keys import check_name
 from echomq.queue.transitions.flows import FlowNode
 
@@ -71,14 +75,17 @@ def _node(app: App, sig: object, what: str, parent: int = 0, mode: str = "",
     return sig.queue, FlowNode(sig.task, body, priority, attempts, parent, mode, policy)
 
 
-def _send(app: App, placed: list[tuple[str, FlowNode]]) -> list[str]:
-    """One queue for the whole flow (its one transition), then the call."""
+def _send(app: App, placed: list[tuple[str, FlowNode]], *, across: bool = True) -> list[str]:
+    """One queue: the flow's one transition. Several (a chain's or chord's, ``across``):
+    one idempotent add per queue, parents first (``queue/flows_across.py``)."""
     queues = sorted({q for q, _ in placed})
-    if len(queues) > 1:
+    if len(queues) == 1:
+        return add_flow(app.conn, queues[0], [node for _, node in placed])
+    if not across:
         raise InvalidArgument(
-            f"a flow's jobs must share one queue, got {', '.join(map(repr, queues))} "
-            "(flows across queues are not built: give each signature .set(queue=...))")
-    return add_flow(app.conn, queues[0], [node for _, node in placed])
+            f"a group's jobs must share one queue, got {', '.join(map(repr, queues))} "
+            "(a group is added in one transition: give each signature .set(queue=...))")
+    return add_across(app.conn, placed)
 
 
 class chain:  # noqa: N801 - named like the call it stands for, as Celery's canvas
@@ -114,7 +121,7 @@ class group:  # noqa: N801
     def enqueue(self, app: App) -> list[str]:
         """Add them all; their ids, in order."""
         return _send(app, [_node(app, sig, f"group job {i}")
-                           for i, sig in enumerate(self.sigs, 1)])
+                           for i, sig in enumerate(self.sigs, 1)], across=False)
 
 
 class chord:  # noqa: N801

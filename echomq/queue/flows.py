@@ -1,5 +1,6 @@
 """Flows on one queue: a chain's, group's or chord's jobs added in one transition, and the
-links read back (``children``; a job's ``parent`` is on its ``Job``).
+links read back (``children``; a job's ``parent`` is on its ``Job``). Across queues:
+:mod:`echomq.queue.flows_across`.
 
 The programming model (``echomq.chain``, ``group``, ``chord`` over task signatures) is in
 :mod:`echomq.app.flows`; this is the substrate it sends through.

@@ -32,6 +32,7 @@ from echomq.jobs.stalled import (
 from echomq.models import StalledSweep
 from echomq.queue import validate
 from echomq.queue.connection import Connection
+from echomq.queue.flows_across import deliver_outbox
 from echomq.queue.keys import check_name
 from echomq.queue.retention import RetentionReport, apply_all_retention
 from echomq.scheduling.cron import fire_due
@@ -160,7 +161,9 @@ class BatchScheduler:
         )
 
     def sweep_once(self, queue: str, max_stalled: int, limit: int) -> StalledSweep | None:
-        """One sweep pass; a failure is logged and the next pass tries again."""
+        """One sweep pass, then the queue's flow outbox delivered (outcomes owed to parents
+        on other queues: a fallback beside the workers'); a failure is logged and the next
+        pass tries again."""
         try:
             sweep = sweep_stalled(self.conn, queue, max_stalled, limit)
         except Exception as exc:  # the server may be restarting; the next pass retries
@@ -172,6 +175,10 @@ class BatchScheduler:
         if sweep.recovered or sweep.dead:
             log.info("stalled sweep of %r: recovered %s, dead-lettered %s",
                      queue, sweep.recovered, sweep.dead)
+        try:
+            deliver_outbox(self.conn, queue)
+        except Exception as exc:  # as the sweep's: the next pass retries
+            log.warning("flow outbox of %r: delivery failed: %s", queue, exc)
         return sweep
 
     def _guarded(self, name: str, fold: Callable[[], Any]) -> None:

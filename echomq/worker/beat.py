@@ -24,6 +24,7 @@ from echomq.queue.connection import Connection
 from echomq.queue.transitions import leases
 from echomq.queue.transitions.leases import LEASE_LOST
 from echomq.worker.context import JobContext
+from echomq.worker.flow_acks import FlowAcks
 from echomq.worker.heartbeat import Heartbeat
 from echomq.worker.held import Held
 from echomq.worker.queues import QueuePlan
@@ -50,6 +51,8 @@ class Beat:
         self.max_stalled = max_stalled
         self.heartbeat = heartbeat
         """The worker's record, written in the renewal's round trip (None: not written)."""
+        self.flow_acks = FlowAcks(conn, plan.names)
+        """Outboxes of flow outcomes owed to other queues, drained each beat (fallback)."""
         self.thread: threading.Thread | None = None
         """The thread that runs :meth:`run` (a stop joins it before the record goes)."""
 
@@ -77,6 +80,7 @@ class Beat:
                 if back:
                     log.info("reaped %d lapsed lease(s) of %r: %s", len(back), queue,
                              json.dumps(back))
+        self.flow_acks.sweep()
 
     def renew_held(self) -> None:
         """Renew every buffered lease (and, with ``auto_extend``, every running one) in

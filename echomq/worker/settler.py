@@ -29,6 +29,7 @@ from echomq.queue.connection import Connection
 from echomq.queue.executors import Call
 from echomq.queue.transitions import rates, settles
 from echomq.worker.context import HandlerOutcome, JobContext
+from echomq.worker.flow_acks import FlowAcks
 from echomq.worker.held import STOP, Held
 from echomq.worker.queues import QueuePlan
 from echomq.worker.settle_calls import by_queue, complete_groups, limited_calls, settle_calls
@@ -80,6 +81,8 @@ class Settler:
         self.durable_timeout_ms = durable_timeout_ms
         self.on_settled = on_settled
         self.log_finished = log_finished
+        self.flow_acks = FlowAcks(conn, plan.names)
+        """Flow outcomes owed to parents on other queues, delivered after each round."""
         self.durable_shortfalls = 0
         """Settles (jobs) whose round trip's WAIT saw fewer replicas than asked."""
         self._give_up = threading.Event()
@@ -118,6 +121,7 @@ class Settler:
                 stopping = stopping or saw_stop
                 if batch:
                     self._settle(batch)
+                    self.flow_acks.after_settle()
                 for marker in markers:
                     marker.set()
         except Exception as exc:  # noqa: BLE001 - reported, and the Consumer goes down

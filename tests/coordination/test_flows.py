@@ -142,8 +142,8 @@ def test_bad_flows_are_refused_before_the_wire(conn: Connection, flowq: str) -> 
         (lambda: echomq.chain(double.s(1), elsewhere.s()).enqueue(app),
          "task 'elsewhere' is not registered with this App"),
         (lambda: echomq.group([double.s(1), "x"]).enqueue(app), "must be a Signature"),
-        (lambda: echomq.chain(double.s(1), double.s().set(queue="q2")).enqueue(app),
-         "a flow's jobs must share one queue"),
+        (lambda: echomq.group([double.s(1), double.s().set(queue="q2")]).enqueue(app),
+         "a group's jobs must share one queue"),
         (lambda: echomq.group([double.s(object())]).enqueue(app), "arguments are not JSON"),
     ]
     for make, message in cases:

@@ -28,7 +28,7 @@ from echomq.queue.flows import add_flow
 from echomq.queue.listen import mark_listening
 from echomq.queue.retention import purge_counted
 from echomq.queue.transitions import heartbeat, intake, rates
-from echomq.queue.transitions.flows import FlowNode
+from echomq.queue.transitions.flows import FlowNode, flow_ack_call
 from echomq.scheduling.cron import fire_queue
 from tests.support.keyspace import dump, epochs, normalise, timeless
 from tests.support.servers import run_id
@@ -400,12 +400,20 @@ def flow_steps(conn: echomq.Connection, q: str, s: Callable[[str, Callable[[], A
              FlowNode("c", '{"args":[2],"kwargs":{}}', 0, 1, 3),
              FlowNode("p", '{"args":["x"],"kwargs":{}}', 0, 1, 0, "chord", "ignore")]
     ids = s("flow_add chord", lambda: add_flow(conn, q, nodes))
-    s("flow_add chain", lambda: add_flow(conn, q, [
+    chain = s("flow_add chain", lambda: add_flow(conn, q, [
         FlowNode("a", '{"args":[],"kwargs":{}}', 0, 1, 2),
         FlowNode("b", '{"args":[],"kwargs":{}}', 0, 1, 0, "chain", "fail")]))
+    # a child whose parent is on another queue (ids given): its settle fills the outbox
+    s("flow_add given", lambda: add_flow(conn, q, [FlowNode(
+        "x", '{"args":[],"kwargs":{}}', 0, 1, id="x1", link='["elsewhere","p1",1]')]))
     held = {j.id: j for j in s("claim children", lambda: echomq.claim(conn, q, lease_ms=LONG,
                                                                      count=50))}
     s("complete child", lambda: echomq.complete(conn, q, ids[0], held[ids[0]].token, [1]))
+    s("complete across", lambda: echomq.complete(conn, q, "x1", held["x1"].token, 7))
+    s("flow outbox", lambda: conn.redis.hgetall(conn.keys(q).base + "flow_outbox"))
+    ack = flow_ack_call(conn.keys(q), chain[1], "elsewhere", "y1", 1, True, "7")
+    s("flow_ack", lambda: conn.executor.run(*ack))
+    s("flow_ack again", lambda: conn.executor.run(*ack))
     s("fail child", lambda: echomq.fail(conn, q, ids[1], held[ids[1]].token, "no", retry=False))
     s("released parent", lambda: echomq.get_job(conn, q, ids[2]))
     s("flow children", lambda: echomq.children(conn, q, ids[2]))

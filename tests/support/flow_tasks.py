@@ -41,3 +41,16 @@ def slow(n: int) -> int:
 def report(results: list[Any]) -> Any:
     _mark("report")
     return results
+
+
+if os.environ.get("EMQ_TEST_DIE_BEFORE_ACK"):
+    # the worker dies (no cleanup, like kill -9) right after a settle round that left an
+    # outcome owed to a parent on another queue, before it could deliver it
+    from echomq.worker import flow_acks
+
+    def _die_before_delivering(self: flow_acks.FlowAcks) -> None:
+        box = [self.conn.keys(q).base + "flow_outbox" for q in self.queues]
+        if any(self.conn.redis.exists(key) for key in box):
+            os._exit(9)
+
+    flow_acks.FlowAcks.after_settle = _die_before_delivering  # type: ignore[method-assign]

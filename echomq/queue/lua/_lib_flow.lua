@@ -1,5 +1,6 @@
 --[[ Flows (chain, group, chord): the helpers of flow_add-2.lua and of the settle hooks
-  in complete-2.lua, fail-3.lua and stalled_check-3.lua. One table, `emq_flow`, so the
+  in complete-2.lua, fail-3.lua and stalled_check-3.lua, and of flow_ack-1.lua (a child
+  on another queue: its outcome goes through its queue's `flow_outbox`). One table, `emq_flow`, so the
   concatenated library spends one local on them.
   A parent row waits in state 'waiting' (listed in the `waiting` set) with `outstanding`
   (its children not yet settled for good), `flow_mode` ('chain': one child, its result
@@ -31,6 +32,7 @@ end
 -- a parent whose children all settled: their results go into its payload, the hash is
 -- freed, it turns pending (and wakes the consumers)
 function emq_flow.release(p, parent, pk)
+  redis.call('DEL', p .. 'flow:' .. parent .. ':acked')
   local row = redis.call('HMGET', pk, 'payload', 'flow_mode', 'flow_size', 'priority', 'seq')
   local rk = p .. 'flow:' .. parent
   local value
@@ -54,6 +56,7 @@ end
 
 -- a waiting parent removed (remove_job): out of `waiting`, its results freed
 function emq_flow.forget(p, parent)
+  redis.call('DEL', p .. 'flow:' .. parent .. ':acked')
   redis.call('ZREM', p .. 'waiting', parent)
   redis.call('DEL', p .. 'flow:' .. parent)
 end
@@ -61,6 +64,7 @@ end
 -- a parent dead-lettered for a child's failure (on_child_failure="fail"); recorded like
 -- any dead job, its `children` with it
 function emq_flow.kill(p, parent, pk, reason, force, now)
+  redis.call('DEL', p .. 'flow:' .. parent .. ':acked')
   redis.call('DEL', p .. 'flow:' .. parent)
   redis.call('ZREM', p .. 'waiting', parent)
   redis.call('HSET', pk, 'state', 'dead', 'last_error', reason, 'finished_at', now,
@@ -77,50 +81,107 @@ function emq_flow.kill(p, parent, pk, reason, force, now)
   if emq_listened(p) then emq_tell(p, 'dead', parent, reason) end
 end
 
+-- one child's outcome counted on its waiting parent: the result stored and the count
+-- decremented (the last releases the parent), or under 'fail' the parent dead-lettered;
+-- the reason when the parent died (its own parent hears of it next), else nil
+function emq_flow.count(p, parent, pk, policy, child, index, ok, result, force, now)
+  if ok or policy == 'ignore' then
+    redis.call('HSET', p .. 'flow:' .. parent, index, ok and result or 'null')
+    if redis.call('HINCRBY', pk, 'outstanding', -1) <= 0 then
+      emq_flow.release(p, parent, pk)
+    end
+    return nil
+  end
+  local reason = 'child ' .. child .. ' failed: ' .. string.sub(result, 1, 500)
+  emq_flow.kill(p, parent, pk, reason, force, now)
+  return reason
+end
+
 -- a job settled for good (completed: ok with its result JSON; dead or cancelled: not ok,
 -- `why` says how): counted once on its waiting parent, which is released by its last
--- child or, under 'fail', dead-lettered by its first failed one (and so on up a chain)
+-- child or, under 'fail', dead-lettered by its first failed one (and so on up a chain).
+-- A parent on another queue (`parent_queue`: another slot) is not touched: the outcome
+-- goes to this queue's `flow_outbox` (field: the child's id), which flow_ack delivers
 function emq_flow.settled(p, id, ok, result, force, now)
   local jk = p .. 'job:' .. id
   while true do
-    local link = redis.call('HMGET', jk, 'parent', 'flow_index')
+    local link = redis.call('HMGET', jk, 'parent', 'flow_index', 'parent_queue')
     if not link[1] or redis.call('HSETNX', jk, 'flow_counted', '1') == 0 then return end
+    if link[3] then
+      redis.call('HSET', p .. 'flow_outbox', id,
+        cjson.encode({link[3], link[1], tonumber(link[2]), ok and 1 or 0, result or 'null'}))
+      return
+    end
     local parent = link[1]
     local pk = p .. 'job:' .. parent
     local prow = redis.call('HMGET', pk, 'state', 'flow_policy')
     if prow[1] ~= 'waiting' then return end
-    if ok or prow[2] == 'ignore' then
-      redis.call('HSET', p .. 'flow:' .. parent, link[2], ok and result or 'null')
-      if redis.call('HINCRBY', pk, 'outstanding', -1) <= 0 then
-        emq_flow.release(p, parent, pk)
-      end
-      return
-    end
-    local reason = 'child ' .. id .. ' failed: ' .. string.sub(result, 1, 500)
-    emq_flow.kill(p, parent, pk, reason, force, now)
+    local reason = emq_flow.count(p, parent, pk, prow[2], id, link[2], ok, result, force, now)
+    if not reason then return end
     jk, id, ok, result = pk, parent, false, reason
   end
+end
+
+-- flow_ack: a child on another queue settled; counted at most once, fenced by the
+-- parent being 'waiting' and by the SADD of `<queue>/<child>` into `flow:<parent>:acked`
+-- (freed with the parent's results). 1 when counted, 0 for a repeat or a parent gone
+function emq_flow.ack(p, parent, cq, child, index, ok, result, now)
+  local pk = p .. 'job:' .. parent
+  local prow = redis.call('HMGET', pk, 'state', 'flow_policy')
+  if prow[1] ~= 'waiting' then return 0 end
+  if redis.call('SADD', p .. 'flow:' .. parent .. ':acked', cq .. '/' .. child) == 0 then
+    return 0
+  end
+  local reason = emq_flow.count(p, parent, pk, prow[2], child, index, ok, result, '0', now)
+  if reason then emq_flow.settled(p, parent, false, reason, '0', now) end
+  return 1
+end
+
+-- one row of a flow: a job like add's (pending), or a parent 'waiting' for the ids in kids
+function emq_flow.write(p, scheduled, id, node, kids, now)
+  local name, body, priority, attempts, mode, policy =
+    node[1], node[2], node[3], node[4], node[6], node[7]
+  if mode == '' then
+    emq_add_job(p, scheduled, id, body, 0, priority, attempts, nil, name, now, '', '', true)
+    return
+  end
+  local jk = p .. 'job:' .. id
+  local seq = redis.call('INCR', p .. 'seq')
+  redis.call('HSET', jk, 'state', 'waiting', 'attempts', 0, 'stalled', 0,
+    'payload', body, 'priority', priority, 'max_attempts', attempts, 'seq', seq,
+    'created_at', now, 'flow_mode', mode, 'flow_policy', policy,
+    'outstanding', #kids, 'flow_size', #kids, 'children', cjson.encode(kids))
+  if name ~= '' then redis.call('HSET', jk, 'name', name) end
+  redis.call('ZADD', p .. 'waiting', now, id)
 end
 
 -- flow_add's one node: a row like add's (pending, or 'waiting' for its children), with
 -- its links. kids[n] lists the ids of node n's children, in order.
 function emq_flow.add_node(p, scheduled, ids, kids, n, node, now, index)
   local id = ids[n]
-  local name, body, priority, attempts, ref, mode, policy =
-    node[1], node[2], node[3], node[4], tonumber(node[5]), node[6], node[7]
-  if mode == '' then
-    emq_add_job(p, scheduled, id, body, 0, priority, attempts, nil, name, now, '', '', true)
-  else
-    local jk = p .. 'job:' .. id
-    local seq = redis.call('INCR', p .. 'seq')
-    redis.call('HSET', jk, 'state', 'waiting', 'attempts', 0, 'stalled', 0,
-      'payload', body, 'priority', priority, 'max_attempts', attempts, 'seq', seq,
-      'created_at', now, 'flow_mode', mode, 'flow_policy', policy,
-      'outstanding', #kids[n], 'flow_size', #kids[n], 'children', cjson.encode(kids[n]))
-    if name ~= '' then redis.call('HSET', jk, 'name', name) end
-    redis.call('ZADD', p .. 'waiting', now, id)
-  end
+  emq_flow.write(p, scheduled, id, node, kids[n], now)
+  local ref = tonumber(node[5])
   if ref > 0 then
     redis.call('HSET', p .. 'job:' .. id, 'parent', ids[ref], 'flow_index', index)
   end
+end
+
+-- flow_add's node with its id given (a flow across queues, added one queue at a time):
+-- node[9] its link, JSON [parent's queue ('' = this one), parent's id, index]; node[10]
+-- its children's ids (JSON); node[11] the children on other queues, kept for a repair.
+-- An id that exists is left alone, so the add may be sent again
+function emq_flow.add_given(p, scheduled, node, now)
+  local id = node[8]
+  local jk = p .. 'job:' .. id
+  if redis.call('EXISTS', jk) == 1 then return end
+  emq_flow.write(p, scheduled, id, node, node[10] ~= '' and cjson.decode(node[10]) or {}, now)
+  if node[9] ~= '' then
+    local link = cjson.decode(node[9])
+    redis.call('HSET', jk, 'parent', link[2], 'flow_index', link[3])
+    if link[1] ~= '' then
+      redis.call('HSET', jk, 'parent_queue', link[1])
+      redis.call('HSET', p .. 'meta', 'xflows', '1') -- the worker's mark: drain my outbox
+    end
+  end
+  if node[11] ~= '' then redis.call('HSET', jk, 'flow_remote', node[11]) end
 end

@@ -20,7 +20,8 @@ documents):
 - ``removals``: ``purge`` (retention), ``drain``, ``obliterate``;
 - ``dedup``: ``add_dedup`` (an add under a dedup id);
 - ``searching``: ``search_page`` (the dashboard's search, read only);
-- ``flows``: ``flow_add`` (a chain's, group's or chord's jobs in one call);
+- ``flows``: ``flow_add`` (a chain's, group's or chord's jobs in one call), ``flow_ack`` (a
+  child's outcome counted on its parent on another queue);
 - ``folding``: the archive's fold lease (``fold_acquire`` ... ``fold_mark``);
 - ``heartbeat``: a worker's record (``worker_beat``, ``worker_leave``);
 - ``cron_specs``: a schedule's spec swapped if unchanged (``cron_swap``);
