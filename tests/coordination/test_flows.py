@@ -197,7 +197,9 @@ def test_kill_9_of_the_last_childs_worker_and_a_restart_still_run_the_parent_onc
     done = echomq.get_job(conn, queue, parent)
     assert done.result == [2, 4, 6] and done.attempts == 1
     runs = marks.read_text().split()
-    assert runs.count("slow") == 2 and runs.count("report") == 1
+    # the killed run and at least one more (a 1 s lease on a loaded machine may lapse
+    # once more before its settle: at least once); the parent exactly once
+    assert runs.count("slow") >= 2 and runs.count("report") == 1
     app.close()
 
 
