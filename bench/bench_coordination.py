@@ -109,31 +109,11 @@ def claim_cost_rows(jobs: int = 10_000) -> list[tuple[str, str]]:
 def _instructions(jobs: int = 2_000) -> dict[tuple[bool, int, bool], float]:
     """Valkey's instructions per claimed job (callgrind, as ``bench_instructions``): the
     count a shared machine's noise does not move, by (grouped, batch, limited)."""
-    import shutil
-    import tempfile
+    from bench_instructions import counted_valkey
 
-    import redis
-    from bench_instructions import _callgrind, _counted
-
-    from echomq.servers.process import free_port
-    from echomq.servers.valkey import valkey_binary
-
-    folder, port = tempfile.mkdtemp(prefix="emq-coord-"), free_port()
-    out = f"{folder}/server.cg"
-    server = subprocess.Popen(
-        _callgrind(out, valkey_binary(), "--port", str(port), "--save", "", "--appendonly",
-                   "no", "--dir", folder), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     found: dict[tuple[bool, int, bool], float] = {}
-    try:
-        probe = redis.Redis(port=port)
-        for _ in range(300):
-            try:
-                probe.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.1)
-        conn = echomq.connect(f"redis://127.0.0.1:{port}/0", executor=EXECUTOR)
-        dumps = 0
+    with counted_valkey("emq-coord-") as valkey:
+        conn = echomq.connect(valkey.url, executor=EXECUTOR)
         for grouped in (False, True):
             for batch in (1, 50):
                 for limited in (False, True):
@@ -144,21 +124,14 @@ def _instructions(jobs: int = 2_000) -> dict[tuple[bool, int, bool], float]:
                         echomq.set_rate_limit(conn, queue, *NEVER, group=group)
                     _fill(conn, queue, jobs + batch, group)
                     _chunk_usec(conn, queue, batch, 1)
-                    subprocess.run(["callgrind_control", "-z", str(server.pid)],
-                                   capture_output=True, check=True)
-                    calls = jobs // batch
+                    valkey.zero()
                     keys = conn.keys(queue)
                     call = ("claim", [keys.pending, keys.scheduled, keys.active],
                             [keys.base, 60_000, batch])
-                    for _ in range(calls):
+                    for _ in range(jobs // batch):
                         conn.executor.run(*call)
-                    dumps += 1
-                    found[grouped, batch, limited] = _counted(server.pid, out, dumps) / jobs
+                    found[grouped, batch, limited] = valkey.counted() / jobs
         conn.close()
-    finally:
-        server.terminate()
-        server.wait()
-        shutil.rmtree(folder, ignore_errors=True)
     return found
 
 

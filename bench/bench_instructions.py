@@ -24,6 +24,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import redis
@@ -72,67 +75,96 @@ def _counted(pid: int, out: str, dumps: int) -> int:
     raise RuntimeError(f"no summary in {path}")
 
 
-def measure(jobs: int) -> dict[str, float]:
-    import echomq
+@dataclass
+class CountedValkey:
+    """A Valkey run by callgrind on a free port: its URL and its counts, dumped on ask."""
+
+    server: subprocess.Popen[bytes]
+    url: str
+    folder: str
+    dumps: int = 0
+
+    def zero(self) -> None:
+        subprocess.run(["callgrind_control", "-z", str(self.server.pid)], capture_output=True,
+                       check=True)
+
+    def counted(self) -> int:
+        """The server's instructions since the last zero or dump (then zeroed)."""
+        self.dumps += 1
+        return _counted(self.server.pid, f"{self.folder}/server.cg", self.dumps)
+
+
+@contextmanager
+def counted_valkey(prefix: str) -> Iterator[CountedValkey]:
+    """A fresh Valkey under callgrind, answering PING, stopped and its folder removed after."""
     from echomq.servers.process import free_port
     from echomq.servers.valkey import valkey_binary
 
-    folder = tempfile.mkdtemp(prefix="emq-instr-")
+    folder = tempfile.mkdtemp(prefix=prefix)
     port = free_port()
-    server_out = f"{folder}/server.cg"
     server = subprocess.Popen(
-        _callgrind(server_out, valkey_binary(), "--port", str(port), "--save", "",
+        _callgrind(f"{folder}/server.cg", valkey_binary(), "--port", str(port), "--save", "",
                    "--appendonly", "no", "--dir", folder),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
     probe = redis.Redis(port=port)
     try:
-        for _ in range(300):
+        for _ in range(600):
             try:
                 probe.ping()
                 break
             except redis.ConnectionError:
                 time.sleep(0.1)
-        conn = echomq.connect(url)
-        echomq.add_many(conn, "warm", [0])  # scripts loaded before counting
-        subprocess.run(["callgrind_control", "-z", str(server.pid)], capture_output=True,
-                       check=True)
-        for start in range(0, jobs, 1000):
-            echomq.add_many(conn, "bench",
-                            [{"n": i} for i in range(start, min(jobs, start + 1000))])
-        enqueue = _counted(server.pid, server_out, 1)
-        worker_out = f"{folder}/worker.cg"
-        worker = subprocess.Popen(
-            _callgrind(worker_out, sys.executable, "-c", WORKER, url, str(jobs), at_start=False),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        assert worker.stdin is not None and worker.stdout is not None
-        if worker.stdout.readline().strip() != "READY":
-            raise RuntimeError("the worker did not start")
-        subprocess.run(["callgrind_control", "-i", "on", str(worker.pid)], capture_output=True,
-                       check=True)
-        subprocess.run(["callgrind_control", "-z", str(server.pid)], capture_output=True,
-                       check=True)
-        worker.stdin.write("\n")
-        worker.stdin.flush()
-        if worker.stdout.readline().strip() != "DONE":
-            raise RuntimeError("the worker did not finish")
-        consume = _counted(server.pid, server_out, 2)
-        worked = _counted(worker.pid, worker_out, 1)
-        worker.stdin.write("\n")
-        worker.stdin.flush()
-        worker.wait(timeout=120)
-        if echomq.counts(conn, "bench").completed != jobs:
-            raise RuntimeError("the worker did not complete every job")
-        conn.close()
-        started = subprocess.run(
-            _callgrind(f"{folder}/start.cg", sys.executable, "-c", START),
-            capture_output=True, text=True, check=True)
-        start = next(int(line.split()[-1].replace(",", "")) for line in
-                     started.stderr.splitlines() if "Collected" in line)
+        yield CountedValkey(server, f"redis://127.0.0.1:{port}/0", folder)
     finally:
+        probe.close()
         server.terminate()
         server.wait()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def measure(jobs: int) -> dict[str, float]:
+    with counted_valkey("emq-instr-") as valkey:
+        return _measure(valkey, jobs)
+
+
+def _measure(valkey: CountedValkey, jobs: int) -> dict[str, float]:
+    import echomq
+
+    folder, url = valkey.folder, valkey.url
+    conn = echomq.connect(url)
+    echomq.add_many(conn, "warm", [0])  # scripts loaded before counting
+    valkey.zero()
+    for start in range(0, jobs, 1000):
+        echomq.add_many(conn, "bench",
+                        [{"n": i} for i in range(start, min(jobs, start + 1000))])
+    enqueue = valkey.counted()
+    worker_out = f"{folder}/worker.cg"
+    worker = subprocess.Popen(
+        _callgrind(worker_out, sys.executable, "-c", WORKER, url, str(jobs), at_start=False),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert worker.stdin is not None and worker.stdout is not None
+    if worker.stdout.readline().strip() != "READY":
+        raise RuntimeError("the worker did not start")
+    subprocess.run(["callgrind_control", "-i", "on", str(worker.pid)], capture_output=True,
+                   check=True)
+    valkey.zero()
+    worker.stdin.write("\n")
+    worker.stdin.flush()
+    if worker.stdout.readline().strip() != "DONE":
+        raise RuntimeError("the worker did not finish")
+    consume = valkey.counted()
+    worked = _counted(worker.pid, worker_out, 1)
+    worker.stdin.write("\n")
+    worker.stdin.flush()
+    worker.wait(timeout=120)
+    if echomq.counts(conn, "bench").completed != jobs:
+        raise RuntimeError("the worker did not complete every job")
+    conn.close()
+    started = subprocess.run(
+        _callgrind(f"{folder}/start.cg", sys.executable, "-c", START),
+        capture_output=True, text=True, check=True)
+    start = next(int(line.split()[-1].replace(",", "")) for line in
+                 started.stderr.splitlines() if "Collected" in line)
     return {"enqueue": enqueue / jobs, "consume": consume / jobs, "worker": worked / jobs,
             "start": start}
 

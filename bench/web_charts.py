@@ -212,51 +212,27 @@ def settle_instructions(jobs: int = 2_000) -> dict[str, tuple[float, float]] | N
     """Server instructions per settled job (callgrind: steady on a loaded machine), with
     the chart hook and without; None when valgrind is missing."""
     import shutil
-    import subprocess
-    import tempfile
 
-    from bench_instructions import _callgrind, _counted
+    from bench_instructions import counted_valkey
 
+    import echomq
     from echomq.queue.connection import connect
-    from echomq.servers.process import free_port
-    from echomq.servers.valkey import valkey_binary
 
     if shutil.which("callgrind_control") is None:
         return None
-    folder = tempfile.mkdtemp(prefix="emq-settle-instr-")
-    port = free_port()
-    out = f"{folder}/server.cg"
-    server = subprocess.Popen(
-        _callgrind(out, valkey_binary(), "--port", str(port), "--save", "", "--appendonly",
-                   "no", "--dir", folder), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     found: dict[str, dict[bool, float]] = {}
-    try:
-        for _ in range(600):
-            try:
-                conn = connect(f"redis://127.0.0.1:{port}/0?socket_timeout=600")
-                conn.redis.ping()
-                break
-            except Exception:
-                time.sleep(0.1)
+    with counted_valkey("emq-settle-instr-") as valkey:
+        conn = connect(valkey.url + "?socket_timeout=600")
         scripts = _scripts(conn)
-        import echomq
-
         echomq.add_many(conn, "warm", [0])  # the library's scripts loaded before counting
         echomq.claim(conn, "warm")
-        dumps = 0
         for hooked in (True, False):
             for label, name, batch in PHASES:
                 run, clean = _phase(conn, scripts[(name, hooked)], name, batch, jobs,
                                     f"i-{hooked}-{label[:4]}-{batch}")
-                subprocess.run(["callgrind_control", "-z", str(server.pid)],
-                               capture_output=True, check=True)
+                valkey.zero()
                 run()
-                dumps += 1
-                found.setdefault(label, {})[hooked] = _counted(server.pid, out, dumps) / jobs
+                found.setdefault(label, {})[hooked] = valkey.counted() / jobs
                 clean()
         conn.close()
-    finally:
-        server.terminate()
-        server.wait()
-        shutil.rmtree(folder, ignore_errors=True)
     return {label: (v[True], v[False]) for label, v in found.items()}

@@ -25,8 +25,8 @@ from echomq.queue.connection import Connection
 from echomq.queue.flows import add_flow
 from echomq.queue.transitions.flows import FlowNode, flow_ack_call
 
-OUTBOX = "flow_outbox"
-"""A queue's hash of outcomes owed to parents on other queues (field: the child's id)."""
+BATCH = 1000
+"""Acks sent in one round trip by :func:`deliver_outbox`."""
 
 
 def add_across(conn: Connection, placed: Sequence[tuple[str, FlowNode]]) -> list[str]:
@@ -66,13 +66,24 @@ def deliver_outbox(conn: Connection, queue: str) -> int:
     """Send each outcome in ``queue``'s outbox to its parent's ``flow_ack``, then delete
     it; how many were sent. Safe to run anywhere, any number of times (a repeated ack
     changes nothing)."""
-    box = conn.keys(queue).base + OUTBOX
+    box = conn.keys(queue).flow_outbox
     entries = cast(dict[str, str], conn.redis.hgetall(box))
-    for child, entry in entries.items():
-        parent_queue, parent, index, ok, result = json.loads(entry)
-        conn.executor.run(*flow_ack_call(conn.keys(parent_queue), parent, queue, child,
-                                         index, bool(ok), result))
-        conn.redis.hdel(box, child)
+    children = list(entries)
+    for start in range(0, len(children), BATCH):
+        batch = children[start:start + BATCH]
+        calls = []
+        for child in batch:
+            parent_queue, parent, index, ok, result = json.loads(entries[child])
+            calls.append(flow_ack_call(conn.keys(parent_queue), parent, queue, child, index,
+                                       bool(ok), result))
+        replies = conn.executor.run_many(calls)  # one round trip for the batch's acks
+        acked = [c for c, r in zip(batch, replies, strict=True)
+                 if not isinstance(r, Exception)]
+        if acked:
+            conn.redis.hdel(box, *acked)
+        failed = next((r for r in replies if isinstance(r, Exception)), None)
+        if failed is not None:
+            raise failed
     return len(entries)
 
 
@@ -96,13 +107,13 @@ def repair_flow(conn: Connection, queue: str, parent: str) -> list[str]:
                          conn.redis.hmget(keys.job(parent), ["state", "flow_remote"]))
     if state != "waiting" or not remote:
         return []
-    acked = cast(set[str], conn.redis.smembers(keys.base + f"flow:{parent}:acked"))
+    acked = cast(set[str], conn.redis.smembers(keys.flow_acked(parent)))
     added = []
     for child_queue, fields in json.loads(remote):
         node = FlowNode(*fields)
         there = conn.keys(child_queue)
         if (f"{child_queue}/{node.id}" in acked or conn.redis.exists(there.job(node.id))
-                or conn.redis.hexists(there.base + OUTBOX, node.id)):
+                or conn.redis.hexists(there.flow_outbox, node.id)):
             continue
         add_flow(conn, child_queue, [node])
         added.append(node.id)

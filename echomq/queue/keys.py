@@ -173,6 +173,16 @@ class Keys:
         which mode; gated like a job id (no empty id, no ``{}:``, at most 200 bytes)."""
         return self.base + "dedup:" + check_name(dedup_id, "dedup id")
 
+    def flow_acked(self, parent: str) -> str:
+        """The children a waiting flow parent has counted from other queues (``flow_ack``)."""
+        return self.base + "flow:" + check_name(parent, "job id") + ":acked"
+
+    @cached_property
+    def flow_outbox(self) -> str:
+        """Outcomes of this queue's children owed to parents on other queues (field: the
+        child's id; ``queue/flows_across.py``)."""
+        return self._key("flow_outbox")
+
     @cached_property
     def dedup_on(self) -> str:
         """Set with the queue's first dedup hold: a settle frees holds only then (one

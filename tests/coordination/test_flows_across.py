@@ -15,7 +15,6 @@ import pytest
 
 import echomq
 from echomq.queue.connection import Connection, connect
-from echomq.queue.flows_across import OUTBOX
 from echomq.queue.transitions.flows import flow_ack_call
 from echomq.scheduling.scheduler import BatchScheduler
 from tests.coordination.test_flows import ROOT, Workers
@@ -80,8 +79,8 @@ def test_a_chord_and_a_chain_across_two_queues(conn: Connection, workers: Worker
     assert done.result == {"label": "sum", "results": [0, 2, 4, 6]} and done.attempts == 1
     assert t["runs"]["report"] == 1
     assert echomq.get_job(conn, a, chained).result == 40
-    assert not conn.redis.exists(conn.keys(a).base + OUTBOX)
-    assert not conn.redis.exists(conn.keys(b).base + f"flow:{parent}:acked")
+    assert not conn.redis.exists(conn.keys(a).flow_outbox)
+    assert not conn.redis.exists(conn.keys(b).flow_acked(parent))
 
 
 def test_a_failing_child_across_queues_under_both_policies(conn: Connection,
@@ -119,11 +118,11 @@ def test_an_undelivered_outcome_is_delivered_once_by_the_fallback(
     held = echomq.claim(conn, a, lease_ms=60_000, count=10)
     for job in held:
         echomq.complete(conn, a, job.id, job.token, 2 * job.payload["args"][0])
-    assert conn.redis.hlen(conn.keys(a).base + OUTBOX) == 2
+    assert conn.redis.hlen(conn.keys(a).flow_outbox) == 2
     assert _state(conn, b, parent) == "waiting"
     workers.start(app, [a], beat_ms=50)  # nothing to run on A: only its beat delivers
     wait_until(lambda: _state(conn, b, parent) == "pending")
-    wait_until(lambda: not conn.redis.exists(conn.keys(a).base + OUTBOX))
+    wait_until(lambda: not conn.redis.exists(conn.keys(a).flow_outbox))
     assert echomq.get_job(conn, b, parent).payload == {"args": [[2, 4], "late"],
                                                        "kwargs": {}}
     # the same ack again (a deliverer that died before deleting the entry): a no-op
@@ -202,7 +201,7 @@ def test_a_worker_dying_between_its_settle_and_the_delivery(
         dying.kill()
     # the first child settled, its outcome undelivered; the second pending, or claimed
     # and back when its lease lapses
-    assert conn.redis.hlen(conn.keys(a).base + OUTBOX) >= 1
+    assert conn.redis.hlen(conn.keys(a).flow_outbox) >= 1
     assert _state(conn, b, parent) == "waiting"
     monkeypatch.setattr(flow_tasks, "MARKS", marks)
     workers.start(app, [a, b], beat_ms=50)

@@ -410,7 +410,7 @@ def flow_steps(conn: echomq.Connection, q: str, s: Callable[[str, Callable[[], A
                                                                      count=50))}
     s("complete child", lambda: echomq.complete(conn, q, ids[0], held[ids[0]].token, [1]))
     s("complete across", lambda: echomq.complete(conn, q, "x1", held["x1"].token, 7))
-    s("flow outbox", lambda: conn.redis.hgetall(conn.keys(q).base + "flow_outbox"))
+    s("flow outbox", lambda: conn.redis.hgetall(conn.keys(q).flow_outbox))
     ack = flow_ack_call(conn.keys(q), chain[1], "elsewhere", "y1", 1, True, "7")
     s("flow_ack", lambda: conn.executor.run(*ack))
     s("flow_ack again", lambda: conn.executor.run(*ack))

@@ -49,7 +49,7 @@ if os.environ.get("EMQ_TEST_DIE_BEFORE_ACK"):
     from echomq.worker import flow_acks
 
     def _die_before_delivering(self: flow_acks.FlowAcks) -> None:
-        box = [self.conn.keys(q).base + "flow_outbox" for q in self.queues]
+        box = [self.conn.keys(q).flow_outbox for q in self.queues]
         if any(self.conn.redis.exists(key) for key in box):
             os._exit(9)
 

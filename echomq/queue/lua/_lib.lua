@@ -233,22 +233,13 @@ end
 local function emq_record(p, id, outcome, result, attempts, now, created, started, name, body)
   local fields = {'job', id, 'outcome', outcome, 'result', result,
     'attempts', attempts or '0', 'at', now}
-  local kept = redis.call('HMGET', p .. 'job:' .. id, 'errors', 'logs', 'parent', 'children')
-  if kept[1] then
-    fields[#fields + 1] = 'errors'
-    fields[#fields + 1] = kept[1]
-  end
-  if kept[2] then
-    fields[#fields + 1] = 'logs'
-    fields[#fields + 1] = kept[2]
-  end
-  if kept[3] then  -- a flow's links (_lib_flow.lua): the archive shows the whole flow
-    fields[#fields + 1] = 'parent'
-    fields[#fields + 1] = kept[3]
-  end
-  if kept[4] then
-    fields[#fields + 1] = 'children'
-    fields[#fields + 1] = kept[4]
+  local carried = {'errors', 'logs', 'parent', 'children'}
+  local kept = redis.call('HMGET', p .. 'job:' .. id, unpack(carried))
+  for i, field in ipairs(carried) do
+    if kept[i] then
+      fields[#fields + 1] = field
+      fields[#fields + 1] = kept[i]
+    end
   end
   if created then
     fields[#fields + 1] = 'created_at'

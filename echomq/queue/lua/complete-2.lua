@@ -30,9 +30,9 @@ for i = 4, #ARGV, 4 do ids[#ids + 1] = ARGV[i] end
 local held = redis.call('ZMSCORE', KEYS[1], unpack(ids))
 local recording, with_payload = emq_recording(p, ARGV[2])
 local flows = emq_flow.on(p)
+local dedup_on = emq_dedup_on(p)
 local codes = {}
 local done = {}
-local dedup_on = emq_dedup_on(p)
 local finished = {}
 local outcomes = {}
 local tally = {}
