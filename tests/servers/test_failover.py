@@ -49,8 +49,10 @@ def owner_and_replica(cluster: LocalCluster, queue: str) -> tuple[ClusterNode, C
 
 
 def promoted(cluster: LocalCluster, replica: ClusterNode) -> None:
-    """Until ``replica`` is a primary and the survivors serve every slot again."""
-    cluster.wait_ok(timeout_s=30)
+    """Until ``replica`` is a primary and the survivors serve every slot again: an
+    election takes about two node timeouts, and a loaded machine may need a few
+    retried ones (the error carries each node's log)."""
+    cluster.wait_ok(timeout_s=max(30, 60 * NODE_TIMEOUT_MS / 1000))
     assert replica in cluster.primary_nodes()
 
 
