@@ -10,6 +10,7 @@ until every node knows every other one; then the replicas attach.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -36,38 +37,59 @@ def join(nodes: Sequence[Joinable], primaries: int, *, node_timeout_ms: int,
     replicas, round robin; return once every node knows all the others and every
     replica has been told its primary. ``ConnectionFailed`` after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
+    ids = prepare(nodes, primaries)
+    meet_all(nodes, ids, resend_s=max(node_timeout_ms / 1000, 0.5), deadline=deadline)
+    for i, node in enumerate(nodes[primaries:]):
+        _ask(node, "CLUSTER", "REPLICATE", ids[i % primaries])
+
+
+def prepare(nodes: Sequence[Joinable], primaries: int) -> list[str]:
+    """While each node is alone: the primaries' slots, every node's own config epoch
+    (no two primaries start with the same one). Returns the node ids in order."""
     ids = [_ask(node, "CLUSTER", "MYID") for node in nodes]
     for i, node in enumerate(nodes):
         if i < primaries:
             first, last = i * SLOTS // primaries, (i + 1) * SLOTS // primaries - 1
             _ask(node, "CLUSTER", "ADDSLOTSRANGE", first, last)
         _ask(node, "CLUSTER", "SET-CONFIG-EPOCH", i + 1)
+    return ids
+
+
+def meet_all(nodes: Sequence[Joinable], ids: list[str], *, resend_s: float,
+             deadline: float) -> None:
+    """Every node meets the first; until every node knows all the others, a node
+    still missing some meets them again every ``resend_s`` (a node too busy to answer
+    is asked again at the next round)."""
     for node in nodes[1:]:
         _meet(node, nodes[0])
-    resend_s = max(node_timeout_ms / 1000, 0.5)
     next_resend = time.monotonic() + resend_s
     while missing := {i: lost for i, node in enumerate(nodes)
-                      if (lost := _unknown(node, nodes, ids))}:
+                      if (lost := _unknown(node, nodes, ids)) != []}:
         now = time.monotonic()
         if now > deadline:
             raise ConnectionFailed(
-                f"cluster nodes did not meet in {timeout_s:.0f} s; still unknown: "
-                + "; ".join(f"to {nodes[i].port}: {[o.port for o in lost]}"
+                "cluster nodes did not meet in time; still unknown: "
+                + "; ".join(f"to {nodes[i].port}: "
+                            + (str([o.port for o in lost]) if lost is not None else "no answer")
                             for i, lost in missing.items()))
         if now > next_resend:  # a handshake dropped at its node timeout is never retried
             for i, lost in missing.items():
-                for other in lost:
+                for other in lost or ():
                     _meet(nodes[i], other)
             next_resend = now + resend_s
         time.sleep(0.1)
-    for i, node in enumerate(nodes[primaries:]):
-        _ask(node, "CLUSTER", "REPLICATE", ids[i % primaries])
 
 
-def _unknown(node: Joinable, nodes: Sequence[Joinable], ids: list[str]) -> list[Joinable]:
-    """The nodes ``node`` does not know yet as fully met ones (no handshake pending)."""
+def _unknown(node: Joinable, nodes: Sequence[Joinable], ids: list[str]
+             ) -> list[Joinable] | None:
+    """The nodes ``node`` does not know yet as fully met ones (no handshake pending);
+    None when ``node`` is too busy to answer now."""
     known = set()
-    for line in str(_ask(node, "CLUSTER", "NODES")).splitlines():
+    try:
+        listing = _ask(node, "CLUSTER", "NODES")
+    except ConnectionFailed:
+        return None
+    for line in listing.splitlines():
         fields = line.split()
         if len(fields) > 2 and "handshake" not in fields[2] and "noaddr" not in fields[2]:
             known.add(fields[0])
@@ -76,7 +98,9 @@ def _unknown(node: Joinable, nodes: Sequence[Joinable], ids: list[str]) -> list[
 
 
 def _meet(node: Joinable, other: Joinable) -> None:
-    _ask(node, "CLUSTER", "MEET", other.host, other.port, other.bus_port)
+    """``node`` meets ``other``; a node too busy to answer now is told at the next round."""
+    with contextlib.suppress(ConnectionFailed):
+        _ask(node, "CLUSTER", "MEET", other.host, other.port, other.bus_port)
 
 
 def _ask(node: Joinable, *command: str | int) -> str:
