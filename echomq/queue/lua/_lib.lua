@@ -3,6 +3,14 @@
   library and false for EVALSHA scripts: it switches on the native twins' extras.
   Nothing here writes unless called. ]]
 
+-- a zset member longer than zset-max-listpack-value (64 bytes by default): a set created
+-- with it is a skiplist (claim-3.lua keeps the active set one). Longer than any job id
+-- (keys.MAX_NAME_LENGTH, 200 bytes), and never left in a set.
+-- (a literal: the functions library's load has no `string` yet)
+local EMQ_SKIPLIST_MEMBER = '~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~'
+  .. '~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~'
+  .. '~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~'
+
 -- milliseconds on the SERVER clock, so workers whose clocks disagree agree on leases
 local function emq_now()
   local t = redis.call('TIME')

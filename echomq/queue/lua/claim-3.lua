@@ -82,7 +82,18 @@ for _, id in ipairs(ids) do
   scored[#scored + 1] = deadline
   scored[#scored + 1] = id
 end
-redis.call('ZADD', KEYS[3], unpack(scored))
+-- the active set is read and written by id in every claim and settle: a listpack (the
+-- encoding of a zset under 129 members) does each of those in O(n), a skiplist in
+-- O(log n). A set created with a member too long for a listpack is a skiplist and stays
+-- one while it lives, so a claim that creates it adds such a member and drops it at once.
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  scored[#scored + 1] = 0
+  scored[#scored + 1] = EMQ_SKIPLIST_MEMBER
+  redis.call('ZADD', KEYS[3], unpack(scored))
+  redis.call('ZREM', KEYS[3], EMQ_SKIPLIST_MEMBER)
+else
+  redis.call('ZADD', KEYS[3], unpack(scored))
+end
 local epoch = nil
 if EMQ_NATIVE then epoch = emq_run_id() end
 local out = {deadline}
