@@ -178,15 +178,24 @@ class ClaimLoop:
 
     def _room(self, stop: threading.Event) -> int:
         """Wait until enough slots are free to keep claims batched; how many to claim."""
-        slots = self.held.slots
+        held, slots = self.held, self.held.slots
         with slots:
             limit = self._max_inflight()
             claim_at = max(1, min(self.batch_size, limit) // 2)
-            while (self.held.inflight and limit - self.held.inflight < claim_at
+            while (held.inflight and limit - self._holding(limit) < claim_at
                    and not stop.is_set()):
                 slots.wait(self.poll_s)
                 limit = self._max_inflight()
-            return min(limit - self.held.inflight, self.batch_size)
+            return min(limit - self._holding(limit), self.batch_size)
+
+    def _holding(self, limit: int) -> int:
+        """The held jobs that take a slot. Where the Consumer buffers (short jobs), a
+        settle round trip on its way frees its jobs already, up to the buffer's depth
+        and a claim batch, so the next claim is in the server while the settle is, not
+        after it (no-op jobs at c=8: docs/benchmarks.md); one that holds only what it
+        runs (long jobs, ``prefetch=0``) claims when the settle is answered."""
+        buffer = limit - self.concurrency
+        return self.held.inflight - min(self.held.settling, self.batch_size, buffer)
 
     def _max_inflight(self) -> int:
         """Running plus buffered jobs this Consumer may hold.

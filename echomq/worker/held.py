@@ -50,8 +50,11 @@ class Held:
         """Every job held, buffered or running, by (queue, id), until it leaves this
         Consumer's hands."""
         self.inflight = 0
+        self.settling = 0
+        """Of ``inflight``, the jobs whose settle round trip is on its way: done, and
+        only waiting for the server's answer to leave these hands."""
         self.slots = threading.Condition()
-        """Guards ``inflight``; notified whenever a slot frees."""
+        """Guards ``inflight`` and ``settling``; notified whenever a slot frees."""
         self._early: dict[tuple[str, str], tuple[float, str | None]] = {}
         """Cancels for jobs not held (yet), by (queue, id), oldest first: (when, reason)."""
         self._early_lock = threading.Lock()
@@ -91,6 +94,14 @@ class Held:
                 return None
         job.signal_cancel(reason)
         return job
+
+    def settling_now(self, jobs: int) -> None:
+        """The settler sends (or, with 0, has answered) a round trip of ``jobs``: the claim
+        loop may count them as leaving, so that the next claim overlaps the settle."""
+        with self.slots:
+            self.settling = jobs
+            if jobs:
+                self.slots.notify_all()
 
     def let_go(self, job: JobContext) -> None:
         """A job left this Consumer's hands (settled, lost or handed back): free its slot once."""

@@ -178,29 +178,37 @@ class Settler:
         traced = tracing.current()
         spans = [] if traced is None else [
             traced.settle(o.job.queue, o.job.id, o.job.span) for o in batch]
-        delay = 0.1
-        while True:
-            try:
-                replies = self._send(calls, len(batch))
-                for span in spans:
-                    span.end()
-                break
-            except (ConnectionFailed, redis.TimeoutError) as exc:  # lost, or timed out
-                if self._give_up.is_set():
-                    log.warning("could not settle %d job(s): %s", len(batch), exc)
-                    for o in batch:
-                        self.held.let_go(o.job)
-                    for span in spans:
-                        span.end()
-                    return
-                log.warning("server unreachable while settling (%s); retrying in %.1fs",
-                            exc, delay)
-                self._give_up.wait(delay)
-                delay = min(5.0, delay * 2)
+        self.held.settling_now(len(batch))
+        try:
+            replies = self._send_until_answered(calls, len(batch))
+        finally:
+            self.held.settling_now(0)  # before any let-go: never more room than slots
+        for span in spans:
+            span.end()
+        if replies is None:
+            for o in batch:
+                self.held.let_go(o.job)
+            return
         if limited:
             self._account_limited(limited, replies[len(replies) - len(limited):])
             replies = replies[:len(replies) - len(limited)]
         self._account(completes, fails, replies)
+
+    def _send_until_answered(self, calls: list[Call], jobs: int) -> list[Any] | None:
+        """The replies of one round trip, sent again with backoff while the server is
+        lost or times out; None once the Consumer gives up (it is stopping)."""
+        delay = 0.1
+        while True:
+            try:
+                return self._send(calls, jobs)
+            except (ConnectionFailed, redis.TimeoutError) as exc:  # lost, or timed out
+                if self._give_up.is_set():
+                    log.warning("could not settle %d job(s): %s", jobs, exc)
+                    return None
+                log.warning("server unreachable while settling (%s); retrying in %.1fs",
+                            exc, delay)
+                self._give_up.wait(delay)
+                delay = min(5.0, delay * 2)
 
     def _send(self, calls: list[Call], jobs: int) -> list[Any]:
         """One round trip; in durable mode with ``WAIT`` after the settles, and a
