@@ -29,7 +29,11 @@ LIBRARY_NAME = "echomq"
 _SCRIPT_PRELUDE = "local EMQ_NATIVE = false\n"
 _LIBRARY_PRELUDE = f"#!lua name={LIBRARY_NAME}\nlocal EMQ_NATIVE = true\n"
 _FILENAME = re.compile(r"^(?P<verb>[a-z][a-z_]*)-(?P<numkeys>\d+)\.lua$")
-_KEY_READ = re.compile(r"\bKEYS\[(\d+)\]")
+_WORD = re.compile(r"\w")
+_KEY_READ = re.compile(r"KEYS\[(\d+)\]")
+"""A read of KEYS (:func:`_numkeys` checks by hand that no word runs into it: a leading
+``\\b`` here left the search no literal to skip ahead by, 13 M instructions to load the
+scripts, in a worker's first claim, against 0.7 M)."""
 QUEUE_PACKAGE = "echomq.queue"
 ARCHIVE_PACKAGE = "echomq.archive"
 SCRIPT_PACKAGES = (ARCHIVE_PACKAGE,)
@@ -85,7 +89,8 @@ def _numkeys(filename: str, body: str) -> tuple[str, int]:
     if named is None:
         raise RuntimeError(f"{filename}: a script file is named <verb>-<numkeys>.lua")
     numkeys = int(named["numkeys"])
-    read = max((int(n) for n in _KEY_READ.findall(body)), default=0)
+    read = max((int(m[1]) for m in _KEY_READ.finditer(body)
+                if not m.start() or not _WORD.match(body, m.start() - 1)), default=0)
     if read != numkeys:
         raise RuntimeError(f"{filename}: its name says {numkeys} keys, its body reads {read}")
     return named["verb"], numkeys
