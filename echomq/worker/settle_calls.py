@@ -15,13 +15,13 @@ from echomq.worker.queues import QueuePlan
 from echomq.worker.retry import FailPlan
 
 
-def settle_calls(plan: QueuePlan, completes: list[HandlerOutcome],
+def settle_calls(plan: QueuePlan, groups: list[tuple[str, list[HandlerOutcome]]],
                  fails: list[HandlerOutcome], *, record: bool, keep_completed: int,
                  backoff_ms: int, backoff_cap_ms: int) -> list[Call]:
-    """One complete call per queue with completions (in the order of
-    :func:`complete_groups`), then one fail call per failure."""
+    """One complete call per queue with completions (``groups``: the completions as
+    :func:`complete_groups` orders them), then one fail call per failure."""
     calls: list[Call] = []
-    for queue, outcomes in complete_groups(completes):
+    for queue, outcomes in groups:
         # plain tuples in a Settlement's order (attempts is the token): a Settlement's
         # __new__ is a Python call, ~0.3 us a job
         settlements: list[tuple[str, int, Settled, str]] = [
