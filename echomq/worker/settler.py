@@ -171,7 +171,8 @@ class Settler:
         completes = [o for o in batch if o.kind in ("completed", "cancelled")]
         fails = [o for o in batch if o.kind in ("failed", "rejected")]
         limited = [o for o in batch if o.kind == "limited"]
-        calls = settle_calls(self.plan, completes, fails, record=self.record,
+        groups = complete_groups(completes)
+        calls = settle_calls(self.plan, groups, fails, record=self.record,
                              keep_completed=self.keep_completed, backoff_ms=self.backoff_ms,
                              backoff_cap_ms=self.backoff_cap_ms)
         calls += limited_calls(self.plan, limited)
@@ -192,7 +193,7 @@ class Settler:
         if limited:
             self._account_limited(limited, replies[len(replies) - len(limited):])
             replies = replies[:len(replies) - len(limited)]
-        self._account(completes, fails, replies)
+        self._account(groups, fails, replies)
 
     def _send_until_answered(self, calls: list[Call], jobs: int) -> list[Any] | None:
         """The replies of one round trip, sent again with backoff while the server is
@@ -224,9 +225,9 @@ class Settler:
                         self.durable_replicas, self.durable_timeout_ms)
         return replies
 
-    def _account(self, completes: list[HandlerOutcome], fails: list[HandlerOutcome],
-                 replies: list[Any]) -> None:
-        for _, outcomes in complete_groups(completes):
+    def _account(self, groups: list[tuple[str, list[HandlerOutcome]]],
+                 fails: list[HandlerOutcome], replies: list[Any]) -> None:
+        for _, outcomes in groups:
             self._account_completes(outcomes, replies.pop(0))
         for o, reply in zip(fails, replies, strict=True):
             verdict = settles.failed(reply, o.job.id)
@@ -264,6 +265,12 @@ class Settler:
         else:
             errors = list(settles.completed([o.job.id for o in completes], reply))
         logged = self.log_finished and finished_log.isEnabledFor(logging.INFO)
+        if not logged and self.on_settled is None and errors.count(None) == len(completes):
+            # every job settled and none to tell one by one: counted at once (~0.2 us a job)
+            self.completed += len(completes)
+            self.cancelled += [o.kind for o in completes].count("cancelled")
+            self.held.let_go_many([o.job for o in completes])
+            return
         for o, error in zip(completes, errors, strict=True):
             if error is None:
                 if logged:
@@ -276,7 +283,7 @@ class Settler:
             else:
                 log.warning("job %s finished after its lease was lost (%s); "
                             "its result was not recorded", o.job.id, error)
-        self.held.let_go_many(o.job for o in completes)
+        self.held.let_go_many([o.job for o in completes])
 
     @staticmethod
     def _log_finished(job: JobContext, outcome: str, error: str = "") -> None:

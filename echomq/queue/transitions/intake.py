@@ -86,5 +86,6 @@ def claimed(flat: Sequence[Any]) -> list[tuple[str, int, str, str]]:
     """claim's flat reply (the lease deadline, then id, token, payload, name per job) as
     ``(id, token, raw payload, name)``; the payload stays JSON text, a job with no name
     has ``""``."""
-    return [(flat[i], int(flat[i + 1]), flat[i + 2], flat[i + 3])
-            for i in range(1, len(flat), 4)]
+    # four slices zipped: the per-job loop stays in C (a comprehension over indices
+    # cost ~0.3 us a job)
+    return list(zip(flat[1::4], map(int, flat[2::4]), flat[3::4], flat[4::4], strict=True))
