@@ -48,7 +48,8 @@ def test_a_worker_does_not_load_the_launchers_or_the_admin_verbs() -> None:
     loaded = loaded_after("import echomq\nC = echomq.Consumer")
     assert "echomq.worker.consumer" in loaded
     assert under(loaded, "echomq.servers", "echomq.queue.listing", "echomq.queue.retention",
-                 "echomq.queue.directory", "echomq.queue.bulk") == []
+                 "echomq.queue.directory", "echomq.queue.bulk", "echomq.records",
+                 "echomq.queue.workers") == []
 
 
 @pytest.mark.parametrize("name", sorted(echomq.__all__))

@@ -15,18 +15,14 @@ import json
 from collections.abc import Mapping
 from typing import Any, cast
 
-from echomq.models import HeldJob, WorkerInfo
 from echomq.queue.cluster import slot_ms
 from echomq.queue.connection import Connection
 from echomq.queue.keys import check_name, worker_record, workers_set
+from echomq.queue.transitions.heartbeat import KEEP_BEATS
+from echomq.records import HeldJob, WorkerInfo
 
 GONE_BEATS = 3
 """A worker whose last beat is older than this many of its beats is shown as gone."""
-KEEP_BEATS = 40
-"""Its record lapses this many beats after its last (a default worker beats every 15 s:
-ten minutes), so a killed worker is seen gone, with what it held, for a while."""
-LISTED = 100
-"""Queues, tasks and held jobs a record lists (with the counts of all)."""
 MAX_WORKERS = 1_000
 """The most records one read returns (the most recently beating first)."""
 

@@ -31,12 +31,12 @@ from typing import Any, cast
 from apscheduler.triggers.cron import CronTrigger
 
 from echomq.errors import EchoMQError, InvalidArgument, InvalidKey, ScheduleGone
-from echomq.models import Schedule
 from echomq.queue import validate
 from echomq.queue.connection import Connection
 from echomq.queue.enqueue import DEFAULT_MAX_ATTEMPTS, option_args
 from echomq.queue.keys import MAX_NAME_LENGTH, Keys, check_name
 from echomq.queue.transitions import cron_specs, intake
+from echomq.records import Schedule
 from echomq.scheduling import crontab
 
 log = logging.getLogger("echomq.cron")
