@@ -25,7 +25,6 @@ from echomq.queue.keys import (
     declared_set,
     retained_set,
 )
-from echomq.queue.sentinel import is_sentinel_url, sentinel_client
 from echomq.queue.validate import ascii_digits
 
 if TYPE_CHECKING:
@@ -44,6 +43,15 @@ _NUMERIC_OPTIONS = frozenset(
 """The URL options redis-py reads with ``int`` or ``float`` (``db``, ``socket_timeout``...)."""
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 _QUERY_PARAM = re.compile(r"([?&;])([^=&;#?]*)=([^&;]*)")
+SENTINEL_SCHEMES = {"redis+sentinel": False, "valkey+sentinel": False,
+                    "rediss+sentinel": True, "valkeys+sentinel": True}
+"""Each Sentinel scheme, and whether it speaks TLS (:mod:`echomq.queue.sentinel` reads the
+rest of such a URL, loaded only for one)."""
+
+
+def is_sentinel_url(url: str) -> bool:
+    """True when ``url`` names Sentinel (``redis+sentinel://`` and its kin)."""
+    return url.partition("://")[0].lower() in SENTINEL_SCHEMES
 
 
 def _hide_param(match: re.Match[str]) -> str:
@@ -263,6 +271,8 @@ def _connect_sentinel(url: str, executor: ExecutorName, *, payload_limit: int, c
     """A connection to the primary a Sentinel URL names (never a Cluster)."""
     if cluster:
         raise InvalidArgument("a Sentinel URL names one primary, not a Cluster")
+    from echomq.queue.sentinel import sentinel_client  # a plain URL's start never needs it
+
     client = sentinel_client(url)
     conn = Connection(client, url=url, executor=executor, payload_limit=payload_limit,
                       prefix=prefix)
