@@ -54,15 +54,16 @@ def test_a_worker_does_not_load_the_launchers_or_the_admin_verbs() -> None:
 
 def test_a_plain_consumers_start_loads_only_what_it_uses() -> None:
     """What the peers' harness times (spawn to ready): a plain Consumer built on a URL
-    connection loads no read-side record, no Sentinel, no flow and no operator's steering
-    (each is loaded by the call that needs it)."""
+    connection loads no read-side record, no Sentinel, no flow, no operator's steering, no
+    cron fire and no retry policy (each is loaded by the call that needs it)."""
     loaded = loaded_after(
         "import echomq\nfrom echomq.worker.consumer import Consumer\n"
         "Consumer(echomq.connect('redis://127.0.0.1:1/0', check=False), 'q', print)")
     assert "echomq.worker.consumer" in loaded
     assert under(loaded, "echomq.records", "echomq.queue.workers", "echomq.queue.sentinel",
-                 "echomq.queue.transitions.steering", "echomq.queue.flows", "echomq.queue.flows_across",
-                 "echomq.queue.transitions.flows") == []
+                 "echomq.queue.transitions.steering", "echomq.queue.flows",
+                 "echomq.queue.flows_across", "echomq.queue.transitions.flows",
+                 "echomq.queue.transitions.cron_specs", "echomq.worker.retry") == []
 
 
 @pytest.mark.parametrize("name", sorted(echomq.__all__))
