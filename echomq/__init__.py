@@ -48,15 +48,15 @@ _LAZY: dict[str, str] = {
     "stalled_check": "echomq.jobs.stalled",
     "CancelVerdict": "echomq.models",
     "ClaimedJob": "echomq.models",
-    "Counts": "echomq.models",
-    "Job": "echomq.models",
+    "Counts": "echomq.records",
+    "Job": "echomq.records",
     "JobState": "echomq.models",
-    "Purged": "echomq.models",
-    "Retention": "echomq.models",
-    "Schedule": "echomq.models",
+    "Purged": "echomq.records",
+    "Retention": "echomq.records",
+    "Schedule": "echomq.records",
     "StalledSweep": "echomq.models",
-    "HeldJob": "echomq.models",
-    "WorkerInfo": "echomq.models",
+    "HeldJob": "echomq.records",
+    "WorkerInfo": "echomq.records",
     "workers": "echomq.queue.workers",
     "counts": "echomq.queue.admin",
     "dead_jobs": "echomq.queue.admin",
@@ -134,19 +134,7 @@ if TYPE_CHECKING:
     from echomq.jobs.progress import report_progress
     from echomq.jobs.settle import complete, complete_many, fail, release_many, remove_job
     from echomq.jobs.stalled import stalled_check
-    from echomq.models import (
-        CancelVerdict,
-        ClaimedJob,
-        Counts,
-        HeldJob,
-        Job,
-        JobState,
-        Purged,
-        Retention,
-        Schedule,
-        StalledSweep,
-        WorkerInfo,
-    )
+    from echomq.models import CancelVerdict, ClaimedJob, JobState, StalledSweep
     from echomq.queue.admin import counts, dead_jobs, get_job, metrics, set_group_limit
     from echomq.queue.bulk import drain, obliterate
     from echomq.queue.claim import claim
@@ -168,6 +156,7 @@ if TYPE_CHECKING:
     )
     from echomq.queue.wait import wait
     from echomq.queue.workers import workers
+    from echomq.records import Counts, HeldJob, Job, Purged, Retention, Schedule, WorkerInfo
     from echomq.scheduling.cron import (
         pause_schedule,
         resume_schedule,

@@ -27,7 +27,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "echomq"
 
 PARTS: dict[str, tuple[str, ...]] = {
     "substrate": ("echomq.errors", "echomq.models", "echomq.progress", "echomq.queue",
-                  "echomq.tracing"),
+                  "echomq.records", "echomq.tracing"),
     "servers": ("echomq.servers",),
     "jobs": ("echomq.jobs", "echomq.cancel"),
     "scheduling": ("echomq.scheduling",),

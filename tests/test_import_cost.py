@@ -34,7 +34,7 @@ def test_import_echomq_loads_the_connection_and_nothing_it_does_not_use() -> Non
     loaded = loaded_after("import echomq")
     assert "echomq.queue.connection" in loaded
     assert under(loaded, "echomq.worker", "echomq.jobs", "echomq.servers",
-                 "echomq.queue.transitions", "echomq.models") == []
+                 "echomq.queue.transitions", "echomq.models", "echomq.queue.sentinel") == []
 
 
 def test_a_producer_does_not_load_the_worker_or_the_launchers() -> None:
@@ -48,7 +48,22 @@ def test_a_worker_does_not_load_the_launchers_or_the_admin_verbs() -> None:
     loaded = loaded_after("import echomq\nC = echomq.Consumer")
     assert "echomq.worker.consumer" in loaded
     assert under(loaded, "echomq.servers", "echomq.queue.listing", "echomq.queue.retention",
-                 "echomq.queue.directory", "echomq.queue.bulk") == []
+                 "echomq.queue.directory", "echomq.queue.bulk", "echomq.records",
+                 "echomq.queue.workers") == []
+
+
+def test_a_plain_consumers_start_loads_only_what_it_uses() -> None:
+    """What the peers' harness times (spawn to ready): a plain Consumer built on a URL
+    connection loads no read-side record, no Sentinel, no flow, no operator's steering, no
+    cron fire and no retry policy (each is loaded by the call that needs it)."""
+    loaded = loaded_after(
+        "import echomq\nfrom echomq.worker.consumer import Consumer\n"
+        "Consumer(echomq.connect('redis://127.0.0.1:1/0', check=False), 'q', print)")
+    assert "echomq.worker.consumer" in loaded
+    assert under(loaded, "echomq.records", "echomq.queue.workers", "echomq.queue.sentinel",
+                 "echomq.queue.transitions.steering", "echomq.queue.flows",
+                 "echomq.queue.flows_across", "echomq.queue.transitions.flows",
+                 "echomq.queue.transitions.cron_specs", "echomq.worker.retry") == []
 
 
 @pytest.mark.parametrize("name", sorted(echomq.__all__))

@@ -29,10 +29,11 @@ from echomq.queue.connection import (
     check_numbers,
     check_options,
     check_settings,
+    is_sentinel_url,
     redact_url,
 )
 from echomq.queue.keys import PREFIX, Keys, KeysCache, check_prefix
-from echomq.queue.sentinel import is_sentinel_url, sentinel_options
+from echomq.queue.sentinel import sentinel_options
 
 
 class AsyncConnection:

@@ -12,12 +12,12 @@ from typing import Any, cast
 
 from echomq import tracing
 from echomq.aio.connection import AsyncConnection
-from echomq.models import Job
 from echomq.queue.admin import job_of
 from echomq.queue.dedup import DedupMode
 from echomq.queue.enqueue import DEFAULT_MAX_ATTEMPTS, AddPlan, plan_add, plan_add_many
 from echomq.queue.transitions import intake, steering
 from echomq.queue.transitions.steering import CancelOutcome
+from echomq.records import Job
 
 
 async def add(conn: AsyncConnection, queue: str, payload: Any, *, job_id: str | None = None,

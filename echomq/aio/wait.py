@@ -19,10 +19,10 @@ from echomq.aio.connection import AsyncConnection
 from echomq.aio.hub import LOST
 from echomq.aio.verbs import get_job
 from echomq.errors import ConnectionFailed, JobGone, WaitTimeout
-from echomq.models import Job
 from echomq.queue import validate
 from echomq.queue.events import RENEW_S
 from echomq.queue.wait import outcome
+from echomq.records import Job
 
 
 async def wait(conn: AsyncConnection, queue: str, job_id: str,

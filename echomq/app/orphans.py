@@ -15,7 +15,8 @@ from echomq.errors import EchoMQError, ProcessDied
 from echomq.jobs.texts import attempt_error
 from echomq.queue.connection import Connection
 from echomq.queue.transitions import settles
-from echomq.worker.retry import FailPlan, RetryPolicy
+from echomq.worker.context import FailPlan
+from echomq.worker.retry import RetryPolicy
 
 if TYPE_CHECKING:
     from echomq.app.app import App

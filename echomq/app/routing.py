@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from echomq.app.calls import call_arguments, job_backoff, job_timeout
 from echomq.errors import UnknownTask
-from echomq.worker.context import JobContext
-from echomq.worker.retry import FailPlan, RetryPolicy
+from echomq.worker.context import FailPlan, JobContext
+from echomq.worker.retry import RetryPolicy
 
 if TYPE_CHECKING:
     from echomq.app.task import Task

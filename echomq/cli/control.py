@@ -16,7 +16,8 @@ import click
 import echomq
 from echomq.cli.app import as_click_error, connect, emit
 from echomq.cli.text import debug_lines
-from echomq.models import Job, JobState
+from echomq.models import JobState
+from echomq.records import Job
 
 STATES = [s.value for s in JobState]
 ERROR_WIDTH = 72

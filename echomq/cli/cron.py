@@ -14,7 +14,7 @@ import click
 import echomq
 from echomq.cli.app import as_click_error, connect, emit, json_argument
 from echomq.cli.durations import DURATION
-from echomq.models import Schedule
+from echomq.records import Schedule
 
 
 def _when(ms: int | None) -> str | None:

@@ -7,7 +7,7 @@ import click
 import echomq
 from echomq.cli.app import as_click_error, connect, emit
 from echomq.cli.durations import DURATION, format_duration_ms
-from echomq.models import Retention
+from echomq.records import Retention
 
 
 def describe(policy: Retention) -> dict[str, str | int | None]:

@@ -10,7 +10,7 @@ import click
 
 import echomq
 from echomq.cli.app import as_click_error, connect, emit
-from echomq.models import WorkerInfo
+from echomq.records import WorkerInfo
 
 
 def _when(ms: int) -> str:

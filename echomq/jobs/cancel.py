@@ -10,11 +10,13 @@ from __future__ import annotations
 import itertools
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from echomq.errors import CancelledError
 from echomq.queue.connection import Connection
-from echomq.queue.transitions import steering
-from echomq.queue.transitions.steering import CancelOutcome
+
+if TYPE_CHECKING:
+    from echomq.queue.transitions.steering import CancelOutcome
 
 _ids = itertools.count(1)
 _cancel_lock = threading.Lock()  # so the first reason wins when two threads cancel at once
@@ -83,5 +85,9 @@ def request(
     with ``cancel=True``) nobody hears it and the job runs on. Any other state raises
     ``NotCancellable``; no row raises ``JobGone``.
     """
+    # the operator's steering calls (and the events they publish) load here, on a cancel by
+    # id: every worker loads the tokens above, and a plain worker's start never needed them
+    from echomq.queue.transitions import steering
+
     call = steering.cancel_call(conn.keys(queue), job_id, reason)
     return steering.cancelled(conn.executor.run(*call), job_id)

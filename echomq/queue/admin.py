@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import cast
 
-from echomq.models import Counts, Job
 from echomq.queue import validate
 from echomq.queue.connection import Connection
 from echomq.queue.transitions import steering
+from echomq.records import Counts, Job
 
 
 def get_job(conn: Connection, queue: str, job_id: str) -> Job | None:

@@ -27,14 +27,12 @@ from echomq.queue.keys import (
     declared_set,
     retained_set,
 )
-from echomq.queue.sentinel import is_sentinel_url, sentinel_client
 from echomq.queue.validate import ascii_digits
 
 try:
     import hiredis
-    from redis.driver_info import DriverInfo
-except ImportError:  # a redis-py without DriverInfo, or no hiredis
-    DriverInfo = None  # type: ignore[assignment,misc]
+except ImportError:  # redis-py packs in Python without it
+    hiredis = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from echomq.queue.executors import Executor
@@ -52,6 +50,15 @@ _NUMERIC_OPTIONS = frozenset(
 """The URL options redis-py reads with ``int`` or ``float`` (``db``, ``socket_timeout``...)."""
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 _QUERY_PARAM = re.compile(r"([?&;])([^=&;#?]*)=([^&;]*)")
+SENTINEL_SCHEMES = {"redis+sentinel": False, "valkey+sentinel": False,
+                    "rediss+sentinel": True, "valkeys+sentinel": True}
+"""Each Sentinel scheme, and whether it speaks TLS (:mod:`echomq.queue.sentinel` reads the
+rest of such a URL, loaded only for one)."""
+
+
+def is_sentinel_url(url: str) -> bool:
+    """True when ``url`` names Sentinel (``redis+sentinel://`` and its kin)."""
+    return url.partition("://")[0].lower() in SENTINEL_SCHEMES
 
 
 def _hide_param(match: re.Match[str]) -> str:
@@ -212,6 +219,15 @@ def connect(
     return conn
 
 
+def driver_info() -> dict[str, Any]:
+    """The client name and version redis-py >= 8 sends (CLIENT SETINFO), given once per
+    client: left to it, every new connection reads redis-py's version from the installed
+    metadata (~3 M instructions, 14 M the first time, which a worker's start paid to check
+    the URL's options). The version is the one redis-py declares, the same text."""
+    info = getattr(redis, "DriverInfo", None)
+    return {} if info is None else {"driver_info": info(lib_version=redis.__version__)}
+
+
 def check_choices(executor: str, prefix: str) -> None:
     """The executor and the prefix, refused before anything is reached or started."""
     check_prefix(prefix)
@@ -272,6 +288,8 @@ def _connect_sentinel(url: str, executor: ExecutorName, *, payload_limit: int, c
     """A connection to the primary a Sentinel URL names (never a Cluster)."""
     if cluster:
         raise InvalidArgument("a Sentinel URL names one primary, not a Cluster")
+    from echomq.queue.sentinel import sentinel_client  # a plain URL's start never needs it
+
     client = sentinel_client(url)
     conn = Connection(client, url=url, executor=executor, payload_limit=payload_limit,
                       prefix=prefix)
@@ -307,12 +325,12 @@ class _Packer(HiredisRespSerializer):
 
 
 def wire_options() -> dict[str, Any]:
-    """What a single server's client is made with beside the URL: the packer above, and
-    the CLIENT SETINFO version from ``redis.__version__``, given once: redis-py otherwise
-    reads its package metadata for every new connection (~3 M instructions each)."""
-    if DriverInfo is None or not HIREDIS_AVAILABLE:  # an older redis-py: its own ways
-        return {}
-    return {"command_packer": _Packer(), "driver_info": DriverInfo(lib_version=redis.__version__)}
+    """What a single server's client is made with beside the URL: its name and version
+    given once (:func:`driver_info`), and the packer above where hiredis is there."""
+    options = driver_info()
+    if hiredis is not None and HIREDIS_AVAILABLE:
+        options["command_packer"] = _Packer()
+    return options
 
 
 def cluster_client(url: str) -> redis.Redis:

@@ -87,15 +87,6 @@ def deliver_outbox(conn: Connection, queue: str) -> int:
     return len(entries)
 
 
-def crossing(conn: Connection, queues: Sequence[str]) -> list[str]:
-    """Those of ``queues`` that ever held a child of a parent on another queue (the mark
-    their first such add sets), in one round trip: only their outboxes need draining."""
-    pipe = conn.redis.pipeline(transaction=False)
-    for queue in queues:
-        pipe.hget(conn.keys(queue).meta, "xflows")
-    return [q for q, mark in zip(queues, pipe.execute(), strict=True) if mark == "1"]
-
-
 def repair_flow(conn: Connection, queue: str, parent: str) -> list[str]:
     """Add again the children of a waiting ``parent`` on ``queue`` that are missing from
     their queues (a producer died between the adds); the ids added. A child acked, or

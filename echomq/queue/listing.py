@@ -15,11 +15,12 @@ from __future__ import annotations
 from typing import Any, cast
 
 from echomq.errors import InvalidArgument
-from echomq.models import Job, JobState
+from echomq.models import JobState
 from echomq.queue import validate
 from echomq.queue.connection import Connection
 from echomq.queue.keys import Keys
 from echomq.queue.transitions.searching import search_page_call, search_page_reply
+from echomq.records import Job
 
 MAX_PAGE = 1000
 """The most rows one ``list_jobs`` call reads."""

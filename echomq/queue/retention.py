@@ -20,11 +20,11 @@ import logging
 from dataclasses import dataclass, field
 
 from echomq.errors import InvalidArgument
-from echomq.models import Purged, Retention
 from echomq.queue import validate
 from echomq.queue.connection import Connection
 from echomq.queue.keys import check_name
 from echomq.queue.transitions import removals
+from echomq.records import Purged, Retention
 
 log = logging.getLogger("echomq.retention")
 

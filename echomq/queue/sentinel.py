@@ -21,21 +21,14 @@ import redis
 from redis.sentinel import Sentinel
 
 from echomq.errors import InvalidArgument
+from echomq.queue.connection import SENTINEL_SCHEMES
 from echomq.queue.validate import ascii_digits
 
-SCHEMES = {"redis+sentinel": False, "valkey+sentinel": False,
-           "rediss+sentinel": True, "valkeys+sentinel": True}
-"""Each Sentinel scheme, and whether it speaks TLS."""
 DEFAULT_PORT = 26379
 SENTINEL_TIMEOUT_S = 1.0
 """How long one sentinel may take to answer where the primary is: a dead sentinel is
 skipped for the next one, not waited on."""
 TLS_OPTIONS = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs")
-
-
-def is_sentinel_url(url: str) -> bool:
-    """True when ``url`` names Sentinel (``redis+sentinel://`` and its kin)."""
-    return url.partition("://")[0].lower() in SCHEMES
 
 
 def redact_url(url: str) -> str:
@@ -66,7 +59,7 @@ def parse(url: str) -> SentinelTarget:
     shown = redact_url(url)
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
-    if scheme not in SCHEMES:
+    if scheme not in SENTINEL_SCHEMES:
         raise InvalidArgument(f"not a Sentinel URL: {shown!r} (use redis+sentinel://)")
     userinfo, at, hosts = parts.netloc.rpartition("@")
     username = password = None
@@ -91,7 +84,7 @@ def parse(url: str) -> SentinelTarget:
         raise InvalidArgument(f"Sentinel URL {shown!r}: unknown option(s) {unknown}")
     if "db" in query:
         db = _db(query["db"], shown)
-    tls = SCHEMES[scheme]
+    tls = SENTINEL_SCHEMES[scheme]
     tls_options = tuple((k, v) for k, v in query.items() if k in TLS_OPTIONS)
     if tls_options and not tls:
         raise InvalidArgument(

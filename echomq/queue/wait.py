@@ -14,12 +14,13 @@ import time
 from typing import Literal
 
 from echomq.errors import JobGone, WaitTimeout
-from echomq.models import Job, JobState
+from echomq.models import JobState
 from echomq.queue import validate
 from echomq.queue.admin import get_job
 from echomq.queue.connection import Connection
 from echomq.queue.events import ENDS
 from echomq.queue.listen import Listener
+from echomq.records import Job
 
 Outcome = Literal["completed", "cancelled", "dead"]
 

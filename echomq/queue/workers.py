@@ -2,8 +2,9 @@
 
 Every live Consumer (and an App worker's supervisor and each of its children) writes a
 small record on its beat (``worker_beat-2.lua``, in the round trip of its lease renewal):
-one hash per worker that lapses :data:`KEEP_BEATS` beats after its last one, and the
-prefix's set of worker ids scored by when each record lapses (trimmed on every beat).
+one hash per worker that lapses ``KEEP_BEATS`` beats after its last one (the writer's
+constants are in ``transitions/heartbeat.py``), and the prefix's set of worker ids scored
+by when each record lapses (trimmed on every beat).
 Both keys carry the prefix's hash tag, so a beat writes one slot on a Cluster. A worker
 that stops gracefully removes its record; one that was killed leaves it, shown as gone
 once its last beat is :data:`GONE_BEATS` beats old, until it lapses.
@@ -15,18 +16,13 @@ import json
 from collections.abc import Mapping
 from typing import Any, cast
 
-from echomq.models import HeldJob, WorkerInfo
 from echomq.queue.cluster import slot_ms
 from echomq.queue.connection import Connection
 from echomq.queue.keys import check_name, worker_record, workers_set
+from echomq.records import HeldJob, WorkerInfo
 
 GONE_BEATS = 3
 """A worker whose last beat is older than this many of its beats is shown as gone."""
-KEEP_BEATS = 40
-"""Its record lapses this many beats after its last (a default worker beats every 15 s:
-ten minutes), so a killed worker is seen gone, with what it held, for a while."""
-LISTED = 100
-"""Queues, tasks and held jobs a record lists (with the counts of all)."""
 MAX_WORKERS = 1_000
 """The most records one read returns (the most recently beating first)."""
 

@@ -31,12 +31,12 @@ from typing import Any, cast
 from apscheduler.triggers.cron import CronTrigger
 
 from echomq.errors import EchoMQError, InvalidArgument, InvalidKey, ScheduleGone
-from echomq.models import Schedule
 from echomq.queue import validate
 from echomq.queue.connection import Connection
 from echomq.queue.enqueue import DEFAULT_MAX_ATTEMPTS, option_args
 from echomq.queue.keys import MAX_NAME_LENGTH, Keys, check_name
-from echomq.queue.transitions import cron_specs, intake
+from echomq.queue.transitions import cron_specs
+from echomq.records import Schedule
 from echomq.scheduling import crontab
 
 log = logging.getLogger("echomq.cron")
@@ -302,11 +302,11 @@ def fire_queue(conn: Connection, queue: str, now: int | None = None) -> list[str
                                  since_ms=spec.since, now_ms=at_now)
         if at is None:
             continue
-        fire = intake.CronFire(name, text, at, fire_job_id(name, at), spec.payload,
+        fire = cron_specs.CronFire(name, text, at, fire_job_id(name, at), spec.payload,
                                     spec.option_args())
         try:
-            job_id = intake.cron_fired(
-                conn.executor.run(*intake.cron_fire_call(keys, fire)), name)
+            job_id = cron_specs.cron_fired(
+                conn.executor.run(*cron_specs.cron_fire_call(keys, fire)), name)
         except ScheduleGone:  # unscheduled or replaced meanwhile: the next pass re-reads
             continue
         if job_id is not None:

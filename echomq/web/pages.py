@@ -11,7 +11,7 @@ from starlette.responses import PlainTextResponse, Response
 
 import echomq
 from echomq.errors import EchoMQError, InvalidArgument
-from echomq.models import Job
+from echomq.records import Job
 from echomq.web import charts, reads
 from echomq.web.archive_actions import archived_entry
 from echomq.web.timing import timing

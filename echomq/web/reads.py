@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import echomq
-from echomq.models import Counts, Job, JobState
+from echomq.models import JobState
 from echomq.queue.connection import Connection
+from echomq.records import Counts, Job
 
 WINDOWS_MIN = (1, 5, 15)
 """The throughput windows of the overview, in minutes."""

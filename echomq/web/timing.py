@@ -15,7 +15,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
-from echomq.models import Job
+from echomq.records import Job
 
 
 def iso(ms: int | str | None) -> str | None:

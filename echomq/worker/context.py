@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from echomq.errors import CancelledError, Fail, InvalidArgument, JobTimeout, RateLimited, Retry
@@ -27,7 +28,6 @@ from echomq.jobs.texts import (
 )
 from echomq.models import CancelVerdict
 from echomq.queue.transitions.leases import LEASE_LOST
-from echomq.worker.retry import DEAD, FailPlan
 
 if TYPE_CHECKING:
     from echomq.queue.connection import Connection
@@ -37,6 +37,24 @@ _UNDECODED = object()
 _current: ContextVar[JobContext | None] = ContextVar("echomq_current_job", default=None)
 _token_lock = threading.Lock()
 """Mints a job's cancel token once when two threads ask for it at the same moment."""
+
+
+@dataclass(frozen=True)
+class FailPlan:
+    """The settler's orders for one failed attempt. ``dead``: no retry whatever tries
+    remain. ``delay_ms``: the retry's delay, when decided here; else the server's
+    exponential backoff over ``base_ms``/``cap_ms``, scaled by a random draw when
+    ``jitter``. A :class:`~echomq.worker.retry.RetryPolicy` gives one; it lives here,
+    beside the outcome that carries it, so a worker with no policy never loads them."""
+
+    dead: bool = False
+    delay_ms: int | None = None
+    base_ms: int | None = None
+    cap_ms: int | None = None
+    jitter: bool = False
+
+
+DEAD = FailPlan(dead=True)
 
 
 def current_job() -> JobContext | None:

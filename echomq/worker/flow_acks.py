@@ -20,7 +20,6 @@ import redis
 
 from echomq.errors import EchoMQError
 from echomq.queue.connection import Connection
-from echomq.queue.flows_across import crossing, deliver_outbox
 
 log = logging.getLogger("echomq.consumer")
 
@@ -52,12 +51,25 @@ class FlowAcks:
 
     def _refresh(self) -> None:
         try:
-            self.marked = crossing(self.conn, self.queues)
+            self.marked = self._crossing()
         except (EchoMQError, redis.RedisError) as exc:
             log.warning("flow outboxes: could not read the marks: %s", exc)
         self._read_at = time.monotonic()
 
+    def _crossing(self) -> list[str]:
+        """Those of the queues that ever held a child of a parent on another queue (the mark
+        their first such add sets), in one round trip: only their outboxes need draining."""
+        pipe = self.conn.redis.pipeline(transaction=False)
+        for queue in self.queues:
+            pipe.hget(self.conn.keys(queue).meta, "xflows")
+        return [q for q, mark in zip(self.queues, pipe.execute(), strict=True) if mark == "1"]
+
     def _drain(self) -> None:
+        if not self.marked:
+            return
+        # flows load only for a marked queue: a plain worker's start never builds them
+        from echomq.queue.flows_across import deliver_outbox
+
         for queue in self.marked:
             try:
                 deliver_outbox(self.conn, queue)

@@ -27,7 +27,7 @@ from echomq.errors import EchoMQError
 from echomq.queue.connection import Connection
 from echomq.queue.executors import Call
 from echomq.queue.transitions import heartbeat
-from echomq.queue.workers import KEEP_BEATS, LISTED
+from echomq.queue.transitions.heartbeat import KEEP_BEATS, LISTED
 
 log = logging.getLogger("echomq.consumer")
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from echomq.errors import MAX_RETRY_DELAY_MS, Fail, InvalidArgument, Retry
+from echomq.worker.context import DEAD, FailPlan
 
 MAX_DELAY_MS = MAX_RETRY_DELAY_MS
 
@@ -51,23 +52,6 @@ DelayFunction = Callable[[int, BaseException], int]
 """``(attempt, exc) -> delay_ms``: ``attempt`` is the job's claim count (1 on its first run)."""
 
 BackoffSpec = Backoff | Fixed | DelayFunction
-
-
-@dataclass(frozen=True)
-class FailPlan:
-    """The settler's orders for one failed attempt. ``dead``: no retry whatever tries
-    remain. ``delay_ms``: the retry's delay, when decided here; else the server's
-    exponential backoff over ``base_ms``/``cap_ms``, scaled by a random draw when
-    ``jitter``."""
-
-    dead: bool = False
-    delay_ms: int | None = None
-    base_ms: int | None = None
-    cap_ms: int | None = None
-    jitter: bool = False
-
-
-DEAD = FailPlan(dead=True)
 
 
 class RetryPolicy:

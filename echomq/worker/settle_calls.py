@@ -10,9 +10,8 @@ import random
 from echomq.queue.executors import Call
 from echomq.queue.transitions import rates, settles
 from echomq.queue.transitions.settles import Settled
-from echomq.worker.context import HandlerOutcome
+from echomq.worker.context import FailPlan, HandlerOutcome
 from echomq.worker.queues import QueuePlan
-from echomq.worker.retry import FailPlan
 
 
 def settle_calls(plan: QueuePlan, groups: list[tuple[str, list[HandlerOutcome]]],

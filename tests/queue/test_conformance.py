@@ -27,7 +27,7 @@ from echomq.queue import listing, registry
 from echomq.queue.flows import add_flow
 from echomq.queue.listen import mark_listening
 from echomq.queue.retention import purge_counted
-from echomq.queue.transitions import heartbeat, intake, rates
+from echomq.queue.transitions import cron_specs, heartbeat, intake, rates
 from echomq.queue.transitions.flows import FlowNode, flow_ack_call
 from echomq.scheduling.cron import fire_queue
 from tests.support.keyspace import dump, epochs, normalise, timeless
@@ -338,7 +338,7 @@ def scenario(conn: echomq.Connection, queue: str) -> Record:
     s("cron fire", lambda: fire_queue(conn, q, now=CRON_NOW))
     s("cron fire again", lambda: fire_queue(conn, q, now=CRON_NOW + 4_000))
     spec = conn.redis.hget(conn.keys(q).schedules, "tick")
-    stale = intake.CronFire("tick", spec, CRON_NOW - 5_000, "cron-tick-stale", '"s"',
+    stale = cron_specs.CronFire("tick", spec, CRON_NOW - 5_000, "cron-tick-stale", '"s"',
                                  [0, 0, 3, "", ""])
     s("cron fire stale", lambda: _fire(conn, q, stale))
     s("cron fire replaced", lambda: _fire(conn, q, replace(stale, spec="{}", at_ms=CRON_NOW * 2)))
@@ -372,9 +372,9 @@ def _stable(found: echomq.Schedule) -> tuple[Any, ...]:
     return (found.name, found.cron, found.timezone, found.payload, found.options)
 
 
-def _fire(conn: echomq.Connection, q: str, fire: intake.CronFire) -> str | None:
-    call = intake.cron_fire_call(conn.keys(q), fire)
-    return intake.cron_fired(conn.executor.run(*call), fire.name)
+def _fire(conn: echomq.Connection, q: str, fire: cron_specs.CronFire) -> str | None:
+    call = cron_specs.cron_fire_call(conn.keys(q), fire)
+    return cron_specs.cron_fired(conn.executor.run(*call), fire.name)
 
 
 def dedup_steps(conn: echomq.Connection, q: str,

@@ -8,7 +8,7 @@ import pytest
 
 import echomq
 from echomq.jobs.settle import complete_cancelled
-from echomq.models import AttemptError, LogLine
+from echomq.records import AttemptError, LogLine
 from tests.support.waits import server_ms
 
 LONG = 60_000

@@ -9,6 +9,12 @@ from typing import Any
 from echomq.queue.executors import Call
 from echomq.queue.keys import worker_record, workers_set
 
+KEEP_BEATS = 40
+"""Its record lapses this many beats after its last (a default worker beats every 15 s:
+ten minutes), so a killed worker is seen gone, with what it held, for a while."""
+LISTED = 100
+"""Queues, tasks and held jobs a record lists (with the counts of all)."""
+
 
 def beat_call(prefix: str, worker_id: str, keep_ms: int, fields: Mapping[str, str | int]
               ) -> Call:

@@ -1,20 +1,18 @@
-"""The catalogue's intake: a job entering a queue (``add``, a cron fire's ``cron_fire``)
-and being taken by a worker (``claim``), each call beside its reply's parser."""
+"""The catalogue's intake: a job entering a queue (``add``) and being taken by a worker
+(``claim``), each call beside its reply's parser (a cron fire's ``cron_fire`` is with the
+schedules' calls, ``cron_specs.py``: a worker's start does not build its record)."""
 
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from echomq.errors import (
     InvalidArgument,
 )
-from echomq.queue import validate
 from echomq.queue.executors import Call
 from echomq.queue.keys import Keys
-from echomq.queue.replies import raise_for_reply
 
 # -- add ----------------------------------------------------------------------------
 
@@ -36,42 +34,6 @@ def add_call(keys: Keys, options: Sequence[str | int], jobs: Sequence[tuple[str,
 def added(reply: Any) -> list[str]:
     """add's reply: the ids, in the call's order."""
     return list(map(str, reply))
-
-
-# -- cron_fire ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CronFire:
-    """One fire of one schedule: what cron_fire-4.lua needs to enqueue it exactly once."""
-
-    name: str
-    spec: str
-    """The stored spec JSON the fire was computed from (the script refuses another)."""
-    at_ms: int
-    job_id: str
-    payload: str
-    options: Sequence[str | int]
-    """add's options, in add_call's order: delay_ms, priority, max_attempts, group, name."""
-
-
-def cron_fire_call(keys: Keys, fire: CronFire) -> Call:
-    """cron_fire-4.lua: advance the schedule's last fire to ``fire.at_ms`` and add its job,
-    in one call; refused when that time is not after the stored last fire."""
-    keys.job(fire.job_id)  # the gate, before the wire
-    validate.epoch_ms(fire.at_ms, "fire time")
-    return ("cron_fire", [keys.pending, keys.scheduled, keys.schedules, keys.schedule_fires],
-            [keys.base, fire.name, fire.spec, fire.at_ms, fire.job_id, fire.payload,
-             *fire.options])
-
-
-def cron_fired(reply: Any, name: str) -> str | None:
-    """cron_fire's reply: the job id when this call fired, None when the time was fired
-    already (by another scheduler); raises ``ScheduleGone`` when the spec changed."""
-    if isinstance(reply, str):
-        return reply
-    raise_for_reply("cron_fire", int(reply), name)
-    return None
 
 
 # -- claim --------------------------------------------------------------------------
