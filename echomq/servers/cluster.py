@@ -19,7 +19,13 @@ import redis
 
 from echomq.errors import ConnectionFailed
 from echomq.servers.cluster_join import join
-from echomq.servers.process import Deployment, ServerProcess, free_port, run_in_foreground
+from echomq.servers.process import (
+    Deployment,
+    ServerProcess,
+    free_port,
+    log_tails,
+    run_in_foreground,
+)
 from echomq.servers.valkey import LOG_FILE, EmbeddedValkey, probe
 
 PRIMARIES = 3
@@ -102,14 +108,8 @@ class LocalCluster(Deployment):
 
     def _node_logs(self, lines: int = 12) -> str:
         """The last ``lines`` of each node's log (failover elections, lost links)."""
-        parts = []
-        for i, node in enumerate(self.nodes):
-            try:
-                tail = (node.data_dir / LOG_FILE).read_text(errors="replace").splitlines()
-            except OSError as exc:
-                tail = [f"(no log: {exc})"]
-            parts.append("\n".join([f"node {i} ({node.address}):", *tail[-lines:]]))
-        return "\n".join(parts)
+        return log_tails([(f"node {i} ({node.address})", node.data_dir / LOG_FILE)
+                          for i, node in enumerate(self.nodes)], lines)
 
     def _all_ok(self) -> bool:
         replicas = 0

@@ -233,6 +233,19 @@ class ServerProcess:
         self.cleanup()
 
 
+def log_tails(logs: list[tuple[str, Path]], lines: int) -> str:
+    """The last ``lines`` of each named log, for an error that says what the servers saw
+    (a failover's elections, lost links)."""
+    parts = []
+    for name, log in logs:
+        try:
+            tail = log.read_text(errors="replace").splitlines()[-lines:]
+        except OSError as exc:
+            tail = [f"(no log: {exc})"]
+        parts.append("\n".join([f"{name}:", *tail]))
+    return "\n".join(parts)
+
+
 class Deployment:
     """Several server processes started and stopped as one (a local Cluster, a Sentinel
     set): a context manager whose :meth:`cleanup` stops every process and removes the

@@ -19,7 +19,13 @@ from typing import Any, Self
 import redis
 
 from echomq.errors import ConnectionFailed
-from echomq.servers.process import Deployment, ServerProcess, free_port, run_in_foreground
+from echomq.servers.process import (
+    Deployment,
+    ServerProcess,
+    free_port,
+    log_tails,
+    run_in_foreground,
+)
 from echomq.servers.valkey import EmbeddedValkey, answers_as, probe, valkey_binary
 
 SERVICE = "echomq"
@@ -212,15 +218,9 @@ class LocalSentinel(Deployment):
 
     def _sentinel_events(self, lines: int = 15) -> str:
         """The last ``lines`` of each sentinel's log (elections, votes, refusals)."""
-        parts = []
-        for i, sentinel in enumerate(self.sentinels):
-            log = sentinel.data_dir / "sentinel.log"
-            try:
-                tail = log.read_text(errors="replace").splitlines()[-lines:]
-            except OSError as exc:
-                tail = [f"(no log: {exc})"]
-            parts.append("\n".join([f"sentinel {i} ({sentinel.where()}):", *tail]))
-        return "\n".join(parts)
+        return log_tails([(f"sentinel {i} ({sentinel.where()})",
+                           sentinel.data_dir / "sentinel.log")
+                          for i, sentinel in enumerate(self.sentinels)], lines)
 
     def _names(self, server: EmbeddedValkey) -> bool:
         if self.primary() is not server:
