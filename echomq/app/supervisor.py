@@ -320,24 +320,15 @@ class Supervisor:
             os.kill(c.pid, signum)
 
     def _install_signals(self) -> Any:
-        import threading
+        from echomq.worker.lifecycle import relay_signals
 
-        if threading.current_thread() is not threading.main_thread():
-            return None
-
-        def on_signal(signum: int, _frame: object) -> None:
+        def on_signal(signum: int) -> None:
             log.info("signal %s: %s", signal.Signals(signum).name,
                      "forcing the children to stop" if self._stops else
                      "stopping the children gracefully")
             self.stop()
 
-        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-
-        def restore() -> None:
-            for signum, old in previous.items():
-                signal.signal(signum, old)
-
-        return restore
+        return relay_signals(on_signal)
 
     def _kill_all(self) -> None:
         """Leave no child behind (after an error in the loop): a forced stop, a few

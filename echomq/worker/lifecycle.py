@@ -35,21 +35,48 @@ TIMEOUT_EXIT_CODE = 75
 
 def install_signals(stop: Callable[[], None], stopping: threading.Event
                     ) -> Callable[[], None] | None:
-    """Route SIGTERM and SIGINT to ``stop`` (on the main thread only); the function
-    returned puts the previous handlers back."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def on_signal(signum: int, _frame: object) -> None:
+    """Route SIGTERM and SIGINT to ``stop`` (on the main thread only, through
+    :func:`relay_signals`); the function returned puts the previous handlers back."""
+    def on_signal(signum: int) -> None:
         log.info("signal %s: %s", signal.Signals(signum).name,
                  "exiting now" if stopping.is_set() else "finishing running jobs")
         stop()
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    return relay_signals(on_signal)
+
+
+def relay_signals(on_signal: Callable[[int], None]) -> Callable[[], None] | None:
+    """Call ``on_signal(signum)`` for each SIGTERM and SIGINT, from a thread of its own
+    (installed from the main thread only; None elsewhere); the function returned puts
+    the previous handlers back.
+
+    A handler runs in the main thread between two bytecodes, possibly inside a lock that
+    thread holds (an Event's, a plain Lock), and stopping takes such locks: called from
+    the handler, a stop could wait for itself for ever. So the handler only writes the
+    signal's number to a pipe."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    read_fd, write_fd = os.pipe()
+
+    def relay() -> None:
+        while (got := os.read(read_fd, 1)) and got != b"\0":
+            on_signal(got[0])
+
+    thread = threading.Thread(target=relay, name="emq-signals", daemon=True)
+    thread.start()
+
+    def handler(signum: int, _frame: object) -> None:
+        os.write(write_fd, bytes([signum]))
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
 
     def restore() -> None:
         for signum, old in previous.items():
             signal.signal(signum, old)
+        os.write(write_fd, b"\0")
+        thread.join(5)
+        os.close(read_fd)
+        os.close(write_fd)
 
     return restore
 
