@@ -97,6 +97,7 @@ def test_parse_line_decides_as_the_standard_library(case: tuple[Any, int]) -> No
     assert outcome(parse_line, line) == outcome(plain_parse_line, line)
 
 
+@settings(deadline=None)  # what is checked is the answer; a loaded machine stalls a case
 @given(st.binary(max_size=40))
 @example(b'{"id":"1-1","fields":{"a":"x","a":"y"}}')  # a repeated key: the last one wins
 @example(b'\xef\xbb\xbf{"id":"1-1","fields":{}}')  # a byte order mark
