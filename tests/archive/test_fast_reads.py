@@ -84,7 +84,7 @@ def encode(obj: Any, style: int) -> bytes:
     return text.encode("utf-8", "surrogatepass" if style == 2 else "backslashreplace")
 
 
-@settings(max_examples=400)
+@settings(max_examples=400, deadline=None)
 @given(st.one_of(
     st.builds(lambda sid, fields: {"id": sid, "fields": fields}, stream_ids | json_values,
               field_maps | json_values),
@@ -154,7 +154,7 @@ entry_ids = st.one_of(
 string_fields = st.dictionaries(st.sampled_from(["job", "outcome", "at"]), texts, max_size=3)
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @example("0-0", [("1-1\n2-2", {})], 0)  # one id that reads as two once ids are joined
 @example("0-0", [("1-1", {}), ("2-1\n3-1", {})], 0)
 @given(st.sampled_from(["0-0", "3-0", "18446744073709551615-18446744073709551614"]),
