@@ -79,11 +79,11 @@ class Producer:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop adding (again is fine) and wait for the batch in hand."""
+    def stop(self) -> bool:
+        """Stop adding (again is fine) and wait for the batch in hand: whether it ended."""
         self._stop.set()
         self._thread.join(30)
-        assert not self._thread.is_alive()
+        return not self._thread.is_alive()
 
     def _run(self) -> None:
         tag = uuid.uuid4().hex[:8]
@@ -98,7 +98,8 @@ class Producer:
                     break
                 except (EchoMQError, redis.RedisError):
                     self.retries += 1
-                    time.sleep(0.1)
+                    if self._stop.wait(0.1):
+                        return  # stopped while the server is gone: the test has failed
             self.added.extend(ids)
             self._stop.wait(self.pause_s)
 
@@ -149,7 +150,7 @@ def run_through_failover(url: str, queue: str, executor: str, *,
         at_promotion = consumer.processed
         # the Consumer carries on by itself: new settles land on the new primary
         wait_until(lambda: consumer.processed >= at_promotion + 300, timeout=30)
-        producer.stop()
+        assert producer.stop(), "the producer did not stop"
         assert thread.is_alive() and not crashed, crashed
 
         def settled() -> bool:
@@ -158,7 +159,7 @@ def run_through_failover(url: str, queue: str, executor: str, *,
 
         wait_until(settled, timeout=30, step=0.1)  # lapsed leases come back by the reap
         after = consumer.processed - at_promotion
-    finally:
+    finally:  # nothing of this run may go on into the next test
         producer.stop()
         consumer.stop()
         thread.join(30)

@@ -44,13 +44,14 @@ def report(results: list[Any]) -> Any:
 
 
 if os.environ.get("EMQ_TEST_DIE_BEFORE_ACK"):
-    # the worker dies (no cleanup, like kill -9) right after a settle round that left an
-    # outcome owed to a parent on another queue, before it could deliver it
+    # the worker dies (no cleanup, like kill -9) as soon as one of its deliverers (the
+    # settler after a round, or the beat's fallback) finds an outcome owed to a parent on
+    # another queue, so no thread of it delivers one
     from echomq.worker import flow_acks
 
-    def _die_before_delivering(self: flow_acks.FlowAcks) -> None:
+    def _die_instead_of_delivering(self: flow_acks.FlowAcks) -> None:
         box = [self.conn.keys(q).flow_outbox for q in self.queues]
         if any(self.conn.redis.exists(key) for key in box):
             os._exit(9)
 
-    flow_acks.FlowAcks.after_settle = _die_before_delivering  # type: ignore[method-assign]
+    flow_acks.FlowAcks._drain = _die_instead_of_delivering  # type: ignore[method-assign]
