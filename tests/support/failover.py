@@ -11,7 +11,6 @@ the account counts every such loss instead of hoping there is none.
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
