@@ -29,6 +29,9 @@ T = TypeVar("T")
 Txn = lmdb.Transaction
 Dbs = dict[str, Any]
 
+FILE_MODE = 0o600
+"""A new floor's files (LMDB's data and lock): the owner's alone."""
+
 LOCK_BYTES = 16 * 1024
 """What the lock file is given before LMDB opens it (LMDB needs ~8 KiB for 126 readers)."""
 MIN_FREE_BYTES = 256 * 1024
@@ -69,7 +72,7 @@ def _reserve_lock_file(path: str) -> None:
     """
     lock = os.path.join(path, "lock.mdb")
     try:
-        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     except FileExistsError:
         return
     try:
@@ -84,7 +87,9 @@ def _reserve_lock_file(path: str) -> None:
 def _open_env(path: str, names: tuple[str, ...], map_size: int) -> lmdb.Environment:
     """Open (creating) the environment, refusing a full filesystem before LMDB sees it."""
     try:
-        Path(path).mkdir(parents=True, exist_ok=True)
+        # a new floor is its owner's alone (the history holds payloads and results): the
+        # folder 0700, LMDB's files 0600; an existing folder keeps the modes it was given
+        Path(path).mkdir(parents=True, exist_ok=True, mode=0o700)
         free = free_bytes(path)
         if free < MIN_FREE_BYTES and not os.path.exists(os.path.join(path, "data.mdb")):
             raise FloorFull(f"the floor at {path} cannot be created: {free} bytes free, "
@@ -92,7 +97,8 @@ def _open_env(path: str, names: tuple[str, ...], map_size: int) -> lmdb.Environm
         _reserve_lock_file(path)
         size = min(map_size, _data_bytes(path) + free)
         # room for the sub-databases of older formats, which a migration opens to drop
-        return lmdb.open(path, map_size=size, max_dbs=len(names) + 4, subdir=True)
+        return lmdb.open(path, map_size=size, max_dbs=len(names) + 4, subdir=True,
+                         mode=FILE_MODE)
     except (lmdb.Error, OSError) as exc:
         raise _lmdb_failure(path, "opening", exc) from exc
 

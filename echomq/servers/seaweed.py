@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from echomq.errors import LauncherError
+from echomq.servers.private import write_private
 from echomq.servers.process import free_port, run_in_foreground
 from echomq.servers.s3 import S3Process
 
@@ -91,7 +92,7 @@ class SeaweedS3(S3Process):
         identity = {"name": "emq", "credentials": [{"accessKey": self.access_key,
                                                     "secretKey": self.secret_key}],
                     "actions": ["Admin", "Read", "Write", "List", "Tagging"]}
-        config.write_text(json.dumps({"identities": [identity]}))
+        write_private(config, json.dumps({"identities": [identity]}))  # the keys: 0600
         argv = [weed_binary(), "mini", f"-dir={self.data_dir / 'data'}", f"-ip={h}",
                 f"-ip.bind={h}"]
         argv += [f"-{name}={port}" for name, port in self.ports.items()]

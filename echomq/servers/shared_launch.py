@@ -20,7 +20,7 @@ from redis.retry import Retry
 from echomq.errors import ConnectionFailed
 from echomq.servers.private import signal_folder_server
 from echomq.servers.process import free_port, pid_alive, wait_ready
-from echomq.servers.valkey import LOG_FILE, START_TIMEOUT_S, valkey_binary
+from echomq.servers.valkey import LOG_FILE, START_TIMEOUT_S, quoted, valkey_binary
 
 START_ATTEMPTS = 3
 """Free TCP ports tried when a picked one was taken before the server bound it."""
@@ -79,11 +79,7 @@ def server_config(data_dir: Path, socket: Path, host: str, port: int, password: 
         "logfile": str(data_dir / LOG_FILE), "save": "",
         "appendonly": "yes", "appendfsync": "everysec",
     }
-    return "".join(f"{key} {_quoted(value)}\n" for key, value in settings.items())
-
-
-def _quoted(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return "".join(f"{key} {quoted(value)}\n" for key, value in settings.items())
 
 
 def socket_client(path: Path, password: str) -> redis.Redis:

@@ -23,17 +23,20 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import quote
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from echomq.errors import ConnectionFailed, PortTaken
+from echomq.servers.private import private_folder, write_private
 from echomq.servers.process import ServerProcess, free_port, run_in_foreground, wait_ready
 
 START_TIMEOUT_S = 15.0
 DATA_DIR_ENV = "EMQ_DATA_DIR"
 LOG_FILE = "valkey.log"
+PASSWORD_FILE = "valkey-auth.conf"
 
 
 def valkey_binary() -> str:
@@ -47,6 +50,11 @@ def valkey_binary() -> str:
             "reinstall it or pass a redis:// URL to echomq.connect()"
         )
     return path
+
+
+def quoted(value: str) -> str:
+    """A value for a Valkey config file, double-quoted (backslashes and quotes escaped)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def data_folder(data_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -137,6 +145,7 @@ class EmbeddedValkey(ServerProcess):
         host: str = "127.0.0.1",
         appendonly: bool = False,
         extra_args: list[str] | None = None,
+        password: str | None = None,
     ) -> None:
         folder = Path(data_dir or tempfile.mkdtemp(prefix="emq-valkey-")).resolve()
         super().__init__(host, owned_dir=None if data_dir else folder)
@@ -146,17 +155,32 @@ class EmbeddedValkey(ServerProcess):
         self._port_picked = port is None  # until it serves: then a restart keeps it
         self.appendonly = appendonly
         self.extra_args = list(extra_args or [])
+        self.password = password
+        """With a password the server wants it from every client (``url`` carries it),
+        and it reaches the server through a 0600 file in a 0700 folder, never argv,
+        which any local user can read in ``/proc``."""
 
     @property
     def url(self) -> str:
-        return f"redis://{self.host}:{self.port}/0"
+        auth = f":{quote(self.password, safe='')}@" if self.password else ""
+        return f"redis://{auth}{self.host}:{self.port}/0"
 
     def where(self) -> str:
         return f"{self.host}:{self.port}"
 
     def _argv(self) -> list[str]:
         fsync = "always" if self.appendonly else None
-        return server_argv(self.host, self.port, self.data_dir, fsync, self.extra_args)
+        argv = server_argv(self.host, self.port, self.data_dir, fsync, self.extra_args)
+        if self.password:  # a config file is the binary's first argument
+            argv.insert(1, str(self._password_file()))
+        return argv
+
+    def _password_file(self) -> Path:
+        """The password's config file: the folder made 0700, the file written 0600."""
+        private_folder(self.data_dir)
+        path = self.data_dir / PASSWORD_FILE
+        write_private(path, f"requirepass {quoted(self.password or '')}\n")
+        return path
 
     def start(self) -> EmbeddedValkey:
         """Start the server and wait until it answers PING."""
@@ -177,7 +201,10 @@ class EmbeddedValkey(ServerProcess):
         self.port = free_port(self.host)
 
     def _password(self) -> str | None:
-        """The ``--requirepass`` among ``extra_args``, for the readiness probe."""
+        """The password, or the ``--requirepass`` among ``extra_args``, for the readiness
+        probe."""
+        if self.password:
+            return self.password
         args = self.extra_args
         for flag, value in zip(args, args[1:], strict=False):
             if flag == "--requirepass":

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -217,3 +219,22 @@ def test_kill_9_mid_write_leaves_whole_slices(tmp_path: Path) -> None:
         # and the floor keeps working after the crash
         nxt = chain("q", len(slices) + 1, 200)[-1]
         assert floor.commit_slice(nxt, uploaded=True) == (200, 0)
+
+
+def test_a_new_floor_is_its_owners_alone(tmp_path: Path) -> None:
+    """The floor holds every payload and result: a new one was 0755 with files 0644,
+    readable by every local user. An existing folder keeps the mode it was given."""
+    old = os.umask(0o022)
+    try:
+        with Floor(tmp_path / "new" / "floor"):
+            pass
+        (tmp_path / "shared").mkdir(mode=0o750)
+        with Floor(tmp_path / "shared"):
+            pass
+    finally:
+        os.umask(old)
+    folder = tmp_path / "new" / "floor"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    files = {p.name: stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()}
+    assert files and set(files.values()) == {0o600}, files
+    assert stat.S_IMODE((tmp_path / "shared").stat().st_mode) == 0o750

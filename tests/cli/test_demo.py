@@ -49,7 +49,7 @@ def test_the_demo_runs_end_to_end_and_stops_its_private_server(tmp_path: Path) -
                          r"result \{\"ok\":5\}",
                          flat)
     assert replayed and replayed.group(2) != replayed.group(1), done.stdout
-    found = re.search(r"valkey: redis://127\.0\.0\.1:(\d+)/0", done.stdout)
+    found = re.search(r"valkey: redis://:\*\*\*@127\.0\.0\.1:(\d+)/0", done.stdout)
     assert found, done.stdout
     with socket.socket() as probe:  # the demo's server is gone with the demo
         assert probe.connect_ex(("127.0.0.1", int(found.group(1)))) != 0

@@ -21,10 +21,15 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 import echomq
+from echomq.cli.demo import private_servers
+from echomq.servers.private import private_folder
 from echomq.servers.process import pid_alive
+from echomq.servers.seaweed import DEFAULT_ACCESS_KEY, DEFAULT_SECRET_KEY
 from echomq.servers.shared import STATE_FILE, SharedValkey
 from echomq.servers.valkey import EmbeddedValkey
 from tests.servers.test_embedded_server import emq, servers_for
@@ -149,6 +154,37 @@ def test_a_tcp_port_asked_for_still_wants_the_password(open_base: Path) -> None:
     assert info.password not in json.dumps(emq(folder, "server", "status", "--json").stdout)
     assert info.password not in emq(folder, "server", "status").stdout
     assert "***" in emq(folder, "server", "status").stdout
+
+
+def test_the_demos_servers_want_this_runs_secrets_and_its_folder_is_private(
+        open_base: Path) -> None:
+    """``emq demo`` ran Valkey on a loopback port with no password in a 0755 folder, and
+    SeaweedFS with the dev server's well-known keys: ``nobody`` could read and rewrite its
+    jobs and its bucket while it ran, and its floors after."""
+    root = open_base / "demo"
+    private_folder(root)
+    with private_servers(root) as (valkey, s3):
+        out = _probe(root / "valkey", valkey.port, "valkey/valkey-auth.conf")
+        replies = out["tcp"]
+        assert isinstance(replies, list) and all(r.startswith("-NOAUTH") for r in replies), \
+            replies
+        assert str(out["socket"]).startswith("unreachable")
+        assert isinstance(out["files"], dict)
+        assert str(out["files"]["valkey/valkey-auth.conf"]).startswith("refused")
+        assert valkey.password and valkey.password.encode() not in Path(
+            f"/proc/{valkey.pid}/cmdline").read_bytes()  # argv is anyone's to read
+        stranger = boto3.client("s3", endpoint_url=s3.endpoint_url, region_name="us-east-1",
+                                aws_access_key_id=DEFAULT_ACCESS_KEY,
+                                aws_secret_access_key=DEFAULT_SECRET_KEY)
+        with pytest.raises(ClientError):
+            stranger.list_buckets()
+        conn = echomq.connect(valkey.url)  # the owner's URL carries the password
+        try:
+            echomq.add(conn, "demo", {"n": 1})
+            assert echomq.counts(conn, "demo").pending == 1
+        finally:
+            conn.close()
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
 
 
 def test_a_world_writable_folder_with_a_planted_state_file_is_refused(
