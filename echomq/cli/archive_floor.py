@@ -11,13 +11,19 @@ import click
 
 from echomq.archive.entries import Outcome, iter_jsonl
 from echomq.archive.floor_gaps import Gap
-from echomq.cli.archive_options import existing_floor, floor_option, guard, json_option
+from echomq.cli.archive_options import (
+    QueueFirst,
+    existing_floor,
+    floor_option,
+    guard,
+    json_option,
+)
 from echomq.cli.archive_output import audit_table, emit_rows, warn_gaps
 from echomq.cli.text import debug_lines
 from echomq.cli.text import time_option as _time
 
 
-@click.command("status")
+@click.command("status", cls=QueueFirst)
 @click.argument("queues", nargs=-1)
 @floor_option
 @json_option
@@ -31,7 +37,7 @@ def status_cmd(queues: tuple[str, ...], floor_path: str, as_json: bool) -> None:
     warn_gaps(gaps)
 
 
-@click.command("audit")
+@click.command("audit", cls=QueueFirst)
 @click.argument("queue")
 @click.option("--outcome", type=click.Choice([o.value for o in Outcome]))
 @click.option("--since", help="ms since the epoch or ISO 8601 (inclusive).")
@@ -57,7 +63,7 @@ def audit_cmd(queue: str, outcome: str | None, since: str | None, until: str | N
         emit_rows(False, [q.to_dict() for q in kept], f"{queue}: quarantined")
 
 
-@click.command("show")
+@click.command("show", cls=QueueFirst)
 @click.argument("queue")
 @click.argument("job")
 @floor_option
@@ -81,7 +87,7 @@ def show_cmd(queue: str, job: str, floor_path: str, as_json: bool, tracebacks: b
         sys.exit(1)
 
 
-@click.command("ack-gap")
+@click.command("ack-gap", cls=QueueFirst)
 @click.argument("queue")
 @click.option("--by", help="Who acknowledges (default: $USER).")
 @click.option("--note", default="", help="Why the loss is accepted (kept in the floor).")

@@ -14,7 +14,7 @@ from echomq.archive.driver import Driver
 from echomq.archive.floor import Floor
 from echomq.archive.report import FoldReport
 from echomq.cli.app import connect
-from echomq.cli.archive_options import floor_option, guard, json_option, url_option
+from echomq.cli.archive_options import QueueFirst, floor_option, guard, json_option, url_option
 from echomq.cli.archive_output import emit_rows
 from echomq.cli.remote import RemoteSettings, remote_options
 from echomq.errors import EchoMQError, LeaseHeld
@@ -23,7 +23,7 @@ from echomq.queue.connection import Connection
 from echomq.queue.declared import declare, declared_queues, undeclare
 
 
-@click.command("declare")
+@click.command("declare", cls=QueueFirst)
 @click.argument("queues", nargs=-1, required=True)
 @url_option
 @click.option("--custodian", type=click.Choice(["remote", "floor"]),
@@ -55,7 +55,7 @@ def declare_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None,
             target.close()
 
 
-@click.command("undeclare")
+@click.command("undeclare", cls=QueueFirst)
 @click.argument("queues", nargs=-1, required=True)
 @url_option
 @click.pass_context
@@ -66,7 +66,7 @@ def undeclare_cmd(ctx: click.Context, queues: tuple[str, ...], url: str | None) 
         guard(partial(undeclare, conn, queue))
 
 
-@click.command("fold")
+@click.command("fold", cls=QueueFirst)
 @click.argument("queues", nargs=-1)
 @url_option
 @floor_option

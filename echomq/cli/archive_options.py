@@ -18,6 +18,54 @@ F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_FLOOR = "./.echomq/floor"
 
 
+class QueueFirst(click.Command):
+    """An archive command whose first arguments name its queue(s) (``audit QUEUE``,
+    ``status [QUEUE]...``) that also takes them as ``-q/--queue NAME``, the spelling of
+    every other command: each such option, wherever it stands, becomes a leading
+    argument (``--`` ends the options, as usual)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("epilog", "The queue may also be given as -q/--queue NAME, as on "
+                                    "every other emq command.")
+        super().__init__(*args, **kwargs)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        valued = {opt for p in self.params if isinstance(p, click.Option)
+                  and not p.is_flag and not p.count for opt in p.opts}
+        queues, rest = leading_queues(args, valued)
+        return super().parse_args(ctx, [*queues, *rest])
+
+
+def leading_queues(args: list[str], valued: set[str]) -> tuple[list[str], list[str]]:
+    """The ``-q NAME``/``--queue NAME``/``--queue=NAME``/``-qNAME`` values of ``args``
+    (up to a ``--``), and the other words in their order; the word after one of the
+    ``valued`` options is its value, whatever it looks like."""
+    queues: list[str] = []
+    rest: list[str] = []
+    words = iter(args)
+    for word in words:
+        if word == "--":
+            rest += [word, *words]
+            break
+        if word in valued:  # its value follows, even one that reads "-q"
+            rest.append(word)
+            value = next(words, None)
+            if value is not None:
+                rest.append(value)
+        elif word in ("-q", "--queue"):
+            name = next(words, None)
+            if name is None:
+                raise click.UsageError(f"{word} needs a queue name")
+            queues.append(name)
+        elif word.startswith("--queue="):
+            queues.append(word.removeprefix("--queue="))
+        elif word.startswith("-q") and not word.startswith("--"):
+            queues.append(word[2:])
+        else:
+            rest.append(word)
+    return queues, rest
+
+
 def floor_option(fn: F) -> F:
     """``--floor`` (``$EMQ_FLOOR``): one default for every command, so they meet."""
     return click.option("--floor", "floor_path", default=DEFAULT_FLOOR, envvar="EMQ_FLOOR",

@@ -9,6 +9,7 @@ import click
 from echomq.archive.compact import DEFAULT_TARGET_BYTES, compact
 from echomq.archive.prune import keep_of, prune, set_keep
 from echomq.cli.app import as_click_error, connect, emit
+from echomq.cli.archive_options import QueueFirst
 from echomq.cli.durations import Duration
 from echomq.cli.remote import RemoteSettings, remote_options
 from echomq.cli.text import human
@@ -24,7 +25,7 @@ _wait = click.option("--wait", "wait_ms", type=Duration(), default="0s", show_de
                      help="How long to wait for a fold holding the queue's fold lease.")
 
 
-@click.command("prune")
+@click.command("prune", cls=QueueFirst)
 @click.argument("queues", nargs=-1)
 @click.option("--keep", type=Duration(),
               help="Forget outcomes older than this (400d, 12w); default: each queue's "
@@ -76,7 +77,7 @@ def _prune_line(row: dict[str, object]) -> str:
             f"{row['deleted']} objects deleted")
 
 
-@click.command("compact")
+@click.command("compact", cls=QueueFirst)
 @click.argument("queues", nargs=-1)
 @click.option("--target-bytes", type=click.IntRange(min=1), default=DEFAULT_TARGET_BYTES,
               show_default=True, help="The size a pack grows to (compressed bytes).")

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from echomq.archive.floor import Floor
 from echomq.cli.app import as_click_error, emit
+from echomq.cli.archive_options import QueueFirst
 from echomq.cli.text import time_option as _time
 from echomq.progress import bars
 
@@ -68,7 +69,7 @@ def _jsonable(value: object) -> object:
     return str(value)
 
 
-@click.command("export")
+@click.command("export", cls=QueueFirst)
 @click.argument("queue")
 @click.argument("path")
 @click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl"]), default="parquet",

@@ -23,6 +23,7 @@ from click.testing import CliRunner, Result
 
 import echomq
 from echomq.cli import main
+from echomq.cli.archive_options import QueueFirst
 from echomq.cli.durations import Duration
 from echomq.queue.connection import Connection
 from echomq.servers.seaweed import SeaweedS3
@@ -296,6 +297,36 @@ def test_every_queue_option_is_spelled_q_or_queue() -> None:
         for param in command.params:
             if isinstance(param, click.Option) and param.name in ("queue", "queues"):
                 assert sorted(param.opts) == ["--queue", "-q"], (name, param.opts)
+
+
+def test_a_command_whose_argument_is_the_queue_takes_q_too(conn, queue, tmp_path):
+    """The archive's commands named the queue as an argument where every other command
+    takes ``-q``: ``emq archive audit -q demo`` was "No such option: -q"."""
+    for name, command in every_command():
+        first = next((p for p in command.params if isinstance(p, click.Argument)), None)
+        if first is not None and first.name in ("queue", "queues"):
+            assert isinstance(command, QueueFirst), name
+    settled(conn, queue, {"n": 1})
+    echomq.archive.declare(conn, queue)
+    settled(conn, queue, {"n": 2})
+    floor = str(tmp_path / "floor")
+    assert emq(conn, "archive", "fold", "-q", queue, "--floor", floor).exit_code == 0
+    for argv in (["status", "QUEUE"], ["audit", "QUEUE"], ["audit", "QUEUE", "--outcome",
+                                                           "completed", "--limit", "5"]):
+        positional = emq(conn, "archive", *[queue if w == "QUEUE" else w for w in argv],
+                         "--floor", floor, "--json")
+        assert positional.exit_code == 0 and queue in positional.output, positional.output
+        for spelled in (["-q", queue], [f"--queue={queue}"], [f"-q{queue}"]):
+            words = [w for w in argv if w != "QUEUE"]
+            moved = emq(conn, "archive", *words[:1], "--floor", floor, *spelled, *words[1:],
+                        "--json")
+            assert (moved.exit_code, moved.output) == (0, positional.output), (argv, spelled)
+    # a value that reads like the option is still the value of its own option
+    noted = emq(conn, "archive", "ack-gap", "-q", queue, "--note", "-qx", "--floor", floor)
+    assert noted.exit_code == 1, noted.output
+    assert noted.output.startswith(f"{queue}: no open gap"), noted.output  # not queue "x"
+    missing = emq(conn, "archive", "status", "--floor", floor, "-q")
+    assert missing.exit_code == 2 and "-q needs a queue name" in missing.output
 
 
 def test_the_s3_key_prefix_is_s3_prefix() -> None:
