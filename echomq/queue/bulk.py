@@ -44,7 +44,8 @@ def drain(conn: Connection, queue: str, *, scheduled: bool = True) -> int:
 def drain_batches(conn: Connection, queue: str, *, scheduled: bool = True,
                   batch: int = BULK_BATCH) -> Iterator[int]:
     """:func:`drain`, one Lua call per step: yields how many jobs each call removed (never
-    more than ``batch``, at most :data:`BULK_BATCH`)."""
+    more than ``batch``, at most :data:`BULK_BATCH`). After the last, the outbox of the
+    drained flow children's outcomes is delivered (one read when it is empty)."""
     keys = conn.keys(queue)
     if batch > BULK_BATCH:
         raise InvalidArgument(f"batch must be at most {BULK_BATCH}, got {batch}")
