@@ -41,8 +41,11 @@ local function take(set)
     if flows then emq_flow.settled(p, id, false, 'drained', '0', now) end
   end
   redis.call('DEL', unpack(rows))
-  -- by id, not by rank: a parent released above may have joined this set
-  redis.call('ZREM', set, unpack(ids))
+  if flows then
+    redis.call('ZREM', set, unpack(ids))  -- by id: a parent released above may have joined
+  else
+    redis.call('ZREMRANGEBYRANK', set, 0, #ids - 1)  -- the head: faster than 1,000 ZREMs
+  end
   budget = budget - #ids
   removed = removed + #ids
   return #ids
