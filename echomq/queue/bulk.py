@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from echomq.errors import InvalidArgument, QueueBusy
 from echomq.queue.cluster import scan_slot
 from echomq.queue.connection import Connection
+from echomq.queue.flows_across import deliver_outbox
 from echomq.queue.keys import Keys
 from echomq.queue.transitions import removals
 from echomq.queue.transitions.removals import BULK_BATCH
@@ -30,6 +31,12 @@ def drain(conn: Connection, queue: str, *, scheduled: bool = True) -> int:
     Active jobs are untouched and settle as usual; completed and dead jobs stay. Returns
     how many jobs were removed. Batched (:func:`drain_batches`): a job added while the drain
     runs may be removed or kept.
+
+    A removed flow child counts on its parent as failed (``last_error`` names it,
+    "drained"), as ``remove_job`` does: a parent is never left
+    waiting for children that are gone. A parent on another queue hears through this
+    queue's outbox, delivered here when the last batch is done (a worker's beat would
+    too, but a drained queue may have none).
     """
     return sum(drain_batches(conn, queue, scheduled=scheduled))
 
@@ -37,7 +44,8 @@ def drain(conn: Connection, queue: str, *, scheduled: bool = True) -> int:
 def drain_batches(conn: Connection, queue: str, *, scheduled: bool = True,
                   batch: int = BULK_BATCH) -> Iterator[int]:
     """:func:`drain`, one Lua call per step: yields how many jobs each call removed (never
-    more than ``batch``, at most :data:`BULK_BATCH`)."""
+    more than ``batch``, at most :data:`BULK_BATCH`). After the last, the outbox of the
+    drained flow children's outcomes is delivered (one read when it is empty)."""
     keys = conn.keys(queue)
     if batch > BULK_BATCH:
         raise InvalidArgument(f"batch must be at most {BULK_BATCH}, got {batch}")
@@ -46,6 +54,7 @@ def drain_batches(conn: Connection, queue: str, *, scheduled: bool = True,
         removed, position = removals.drained(
             conn.executor.run(*removals.drain_call(keys, position, scheduled, batch)))
         yield removed
+    deliver_outbox(conn, queue)  # the drained children's outcomes owed to other queues
 
 
 def obliterate(conn: Connection, queue: str, *, force: bool = False) -> int:

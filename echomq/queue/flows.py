@@ -22,7 +22,10 @@ MAX_NODES = 20_000
 
 
 def add_flow(conn: Connection, queue: str, nodes: Sequence[FlowNode]) -> list[str]:
-    """Add a flow's nodes in one atomic call; their ids, in order."""
+    """Add a flow's nodes in one atomic call; their ids, in order. Each parent keeps the
+    connection's ``payload_limit``: if its children's results would splice its payload
+    past it, the parent is dead-lettered instead of released ("payload too large after
+    its children's results"), as for a failed child."""
     if not nodes:
         raise InvalidArgument("a flow needs at least one job")
     if len(nodes) > MAX_NODES:
@@ -30,7 +33,8 @@ def add_flow(conn: Connection, queue: str, nodes: Sequence[FlowNode]) -> list[st
     for n, node in enumerate(nodes, 1):
         if not 0 <= node.parent <= len(nodes) or (node.parent and node.parent <= n):
             raise InvalidArgument(f"flow node {n}: its parent must be a later node")
-    return flow_added(conn.executor.run(*flow_add_call(conn.keys(queue), nodes)))
+    call = flow_add_call(conn.keys(queue), nodes, conn.payload_limit)
+    return flow_added(conn.executor.run(*call))
 
 
 def children(conn: Connection, queue: str, job_id: str) -> list[str]:

@@ -5,7 +5,9 @@
   A parent row waits in state 'waiting' (listed in the `waiting` set) with `outstanding`
   (its children not yet settled for good), `flow_mode` ('chain': one child, its result
   becomes the first argument; 'chord': the children's results, a list in their order,
-  become it), `flow_policy` ('fail' or 'ignore') and `children` (a JSON array of ids).
+  become it), `flow_policy` ('fail' or 'ignore'), `children` (a JSON array of ids) and
+  `payload_limit` (the adding client's `payload_limit`: a payload the results would
+  splice past it is not written; the parent is dead-lettered, as for a failed child).
   A child row has `parent` and `flow_index` (its place, from 1). Results wait in the
   hash `flow:<parent>` until the release reads them into the parent's payload and frees
   the hash. A child is counted once: `flow_counted` is set (HSETNX) by the transition
@@ -30,10 +32,13 @@ function emq_flow.splice(payload, value)
 end
 
 -- a parent whose children all settled: their results go into its payload, the hash is
--- freed, it turns pending (and wakes the consumers)
-function emq_flow.release(p, parent, pk)
+-- freed, it turns pending (and wakes the consumers). A payload the results make larger
+-- than the row's `payload_limit` is never written: the parent is dead-lettered instead,
+-- its own payload kept, and the reason returned (its own parent hears of it next)
+function emq_flow.release(p, parent, pk, force, now)
   redis.call('DEL', p .. 'flow:' .. parent .. ':acked')
-  local row = redis.call('HMGET', pk, 'payload', 'flow_mode', 'flow_size', 'priority', 'seq')
+  local row = redis.call('HMGET', pk, 'payload', 'flow_mode', 'flow_size', 'priority', 'seq',
+    'payload_limit')
   local rk = p .. 'flow:' .. parent
   local value
   if row[2] == 'chain' then
@@ -47,11 +52,19 @@ function emq_flow.release(p, parent, pk)
     value = '[' .. table.concat(parts, ',') .. ']'
   end
   local payload = emq_flow.splice(row[1], value) or row[1]
+  local limit = tonumber(row[6])
+  if limit and #payload > limit then
+    local reason = "payload too large after its children's results: " .. #payload ..
+      ' bytes; the limit is ' .. limit
+    emq_flow.kill(p, parent, pk, reason, force, now)
+    return reason
+  end
   redis.call('DEL', rk)
   redis.call('ZREM', p .. 'waiting', parent)
   redis.call('HSET', pk, 'state', 'pending', 'payload', payload, 'outstanding', 0)
   emq_make_pending(p, parent, emq_score(row[4], row[5]), nil)
   redis.call('PUBLISH', p .. 'events', '{"event":"added"}')
+  return nil
 end
 
 -- a waiting parent removed (remove_job): out of `waiting`, its results freed
@@ -88,7 +101,7 @@ function emq_flow.count(p, parent, pk, policy, child, index, ok, result, force, 
   if ok or policy == 'ignore' then
     redis.call('HSET', p .. 'flow:' .. parent, index, ok and result or 'null')
     if redis.call('HINCRBY', pk, 'outstanding', -1) <= 0 then
-      emq_flow.release(p, parent, pk)
+      return emq_flow.release(p, parent, pk, force, now)
     end
     return nil
   end
@@ -138,7 +151,8 @@ function emq_flow.ack(p, parent, cq, child, index, ok, result, now)
 end
 
 -- one row of a flow: a job like add's (pending), or a parent 'waiting' for the ids in kids
-function emq_flow.write(p, scheduled, id, node, kids, now)
+-- (with `limit`, the bytes its payload may grow to when the results are spliced in)
+function emq_flow.write(p, scheduled, id, node, kids, now, limit)
   local name, body, priority, attempts, mode, policy =
     node[1], node[2], node[3], node[4], node[6], node[7]
   if mode == '' then
@@ -151,15 +165,16 @@ function emq_flow.write(p, scheduled, id, node, kids, now)
     'payload', body, 'priority', priority, 'max_attempts', attempts, 'seq', seq,
     'created_at', now, 'flow_mode', mode, 'flow_policy', policy,
     'outstanding', #kids, 'flow_size', #kids, 'children', cjson.encode(kids))
+  if limit then redis.call('HSET', jk, 'payload_limit', limit) end
   if name ~= '' then redis.call('HSET', jk, 'name', name) end
   redis.call('ZADD', p .. 'waiting', now, id)
 end
 
 -- flow_add's one node: a row like add's (pending, or 'waiting' for its children), with
 -- its links. kids[n] lists the ids of node n's children, in order.
-function emq_flow.add_node(p, scheduled, ids, kids, n, node, now, index)
+function emq_flow.add_node(p, scheduled, ids, kids, n, node, now, index, limit)
   local id = ids[n]
-  emq_flow.write(p, scheduled, id, node, kids[n], now)
+  emq_flow.write(p, scheduled, id, node, kids[n], now, limit)
   local ref = tonumber(node[5])
   if ref > 0 then
     redis.call('HSET', p .. 'job:' .. id, 'parent', ids[ref], 'flow_index', index)
@@ -170,11 +185,12 @@ end
 -- node[9] its link, JSON [parent's queue ('' = this one), parent's id, index]; node[10]
 -- its children's ids (JSON); node[11] the children on other queues, kept for a repair.
 -- An id that exists is left alone, so the add may be sent again
-function emq_flow.add_given(p, scheduled, node, now)
+function emq_flow.add_given(p, scheduled, node, now, limit)
   local id = node[8]
   local jk = p .. 'job:' .. id
   if redis.call('EXISTS', jk) == 1 then return end
-  emq_flow.write(p, scheduled, id, node, node[10] ~= '' and cjson.decode(node[10]) or {}, now)
+  local kids = node[10] ~= '' and cjson.decode(node[10]) or {}
+  emq_flow.write(p, scheduled, id, node, kids, now, limit)
   if node[9] ~= '' then
     local link = cjson.decode(node[9])
     redis.call('HSET', jk, 'parent', link[2], 'flow_index', link[3])

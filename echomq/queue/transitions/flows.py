@@ -39,9 +39,10 @@ class FlowNode:
                 self.mode, self.policy, self.id, self.link, self.kids, self.remote]
 
 
-def flow_add_call(keys: Keys, nodes: Sequence[FlowNode]) -> Call:
-    """flow_add-2.lua: every node of one flow on one queue, in one call."""
-    args: list[str | int] = [keys.base]
+def flow_add_call(keys: Keys, nodes: Sequence[FlowNode], payload_limit: int) -> Call:
+    """flow_add-2.lua: every node of one flow on one queue, in one call; each parent keeps
+    ``payload_limit``, which its payload with the results spliced in may not pass."""
+    args: list[str | int] = [keys.base, payload_limit]
     for node in nodes:
         args += node.fields()
     return ("flow_add", [keys.pending, keys.scheduled], args)
