@@ -150,14 +150,21 @@ def as_click_error() -> Iterator[None]:
     try:
         yield
     except EchoMQError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise click.ClickException(one_line(str(exc))) from exc
     except OSError as exc:
         where = f": {exc.filename}" if exc.filename else ""
-        raise click.ClickException(f"{exc.strerror or exc}{where}") from exc
+        raise click.ClickException(one_line(f"{exc.strerror or exc}{where}")) from exc
     except Exception as exc:  # boto's own (no credentials, no such bucket): one line too
         if type(exc).__module__.split(".")[0] not in ("botocore", "boto3"):
             raise
-        raise click.ClickException(f"S3: {exc}") from exc
+        raise click.ClickException(one_line(f"S3: {exc}")) from exc
+
+
+def one_line(message: str) -> str:
+    """A message of several lines (DuckDB's adds the SQL and a caret line under it) as
+    one: its lines joined by ``; ``, the caret lines dropped."""
+    lines = [line.strip() for line in message.splitlines()]
+    return "; ".join(line for line in lines if line and set(line) != {"^"})
 
 
 def json_argument(text: str, what: str = "payload") -> Any:

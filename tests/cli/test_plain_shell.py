@@ -237,6 +237,16 @@ def test_export_to_a_folder_is_one_line_error(folded, tmp_path: Path) -> None:
         assert_one_line_error(done, says=str(tmp_path))
 
 
+def test_sql_that_duckdb_refuses_is_one_line_error(folded) -> None:
+    """DuckDB's message went out as three lines: the error, the SQL and a caret under it."""
+    rec, floor = folded
+    for sql, says in (("SELECT * FORM outcomes", "syntax error"),
+                      ("SELECT nope FROM outcomes", "LINE 1: SELECT nope FROM outcomes")):
+        done = CliRunner().invoke(main, ["archive", "query", sql, "--floor", floor])
+        assert_one_line_error(done, says=says)
+        assert len(done.output.strip().splitlines()) == 1, done.output
+
+
 def test_commands_that_read_a_floor_never_create_one(tmp_path: Path) -> None:
     missing = tmp_path / "typo"
     for argv in (["status"], ["audit", "Q"], ["show", "Q", "1"], ["ack-gap", "Q"]):
