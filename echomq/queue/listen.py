@@ -9,6 +9,7 @@ died lets it lapse, and the queue's settles stop publishing.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from types import TracebackType
@@ -23,6 +24,11 @@ from echomq.queue.events import LISTEN_TTL_MS, RENEW_S, Event
 
 CONFIRM_S = 5.0
 """How long a subscription may take to be confirmed before we give up."""
+RESUBSCRIBE_FIRST_S = 0.1
+RESUBSCRIBE_MOST_S = 2.0
+"""The pauses between attempts to subscribe again after the server went away."""
+
+log = logging.getLogger("echomq.events")
 
 
 def mark_listening(conn: Connection, queue: str) -> None:
@@ -126,6 +132,7 @@ class EventStream(Iterator[Event]):
         self._left = None if count is None else validate.positive_int(count, "count")
         self._deadline = None if timeout_s is None else (
             time.monotonic() + validate.positive_seconds(timeout_s, "timeout_s"))
+        self._conn, self._queue = conn, queue
         self._listener: Listener | None = Listener(conn, queue)
 
     def __iter__(self) -> EventStream:
@@ -133,16 +140,46 @@ class EventStream(Iterator[Event]):
 
     def __next__(self) -> Event:
         while self._listener is not None and self._left != 0:
-            event = self._listener.read(self._deadline)
+            try:
+                event = self._listener.read(self._deadline)
+                if event is None and not self._past_deadline():
+                    self._listener.renew()
+            except ConnectionFailed as exc:
+                if not self._subscribe_again(exc):
+                    break
+                continue
             if event is not None:
                 if self._left is not None:
                     self._left -= 1
                 return event
-            if self._deadline is not None and time.monotonic() >= self._deadline:
+            if self._past_deadline():
                 break
-            self._listener.renew()
         self.close()
         raise StopIteration
+
+    def _past_deadline(self) -> bool:
+        return self._deadline is not None and time.monotonic() >= self._deadline
+
+    def _subscribe_again(self, lost: ConnectionFailed) -> bool:
+        """The server went away (a restart, a failover): subscribe again once it is back,
+        retrying with a growing pause until the deadline, if any (False then). Events
+        published meanwhile are gone, as the at-most-once promise says."""
+        log.warning("%s; subscribing again when the server is back", lost)
+        if self._listener is not None:
+            self._listener.close()
+        pause = RESUBSCRIBE_FIRST_S
+        while not self._past_deadline():
+            try:
+                self._listener = Listener(self._conn, self._queue)
+            except (ConnectionFailed, redis.ConnectionError, redis.TimeoutError):
+                time.sleep(pause if self._deadline is None
+                           else min(pause, max(0.0, self._deadline - time.monotonic())))
+                pause = min(pause * 2, RESUBSCRIBE_MOST_S)
+                continue
+            log.warning("subscribed again to %r's events", self._queue)
+            return True
+        self._listener = None
+        return False
 
     def close(self) -> None:
         """Stop listening: unsubscribe now (idempotent)."""
@@ -172,6 +209,7 @@ def events(conn: Connection, queue: str, *, count: int | None = None,
     after ``count`` events or ``timeout_s`` seconds (either optional), or on
     ``close()``: use it in a ``with`` block. While it is read, settles publish their
     news; an event missed while disconnected or not read for longer than the mark's
-    TTL (20 s) is lost.
+    TTL (20 s) is lost. A server that goes away (a restart, a failover) is waited for:
+    the stream subscribes again once it is back (a warning is logged each way).
     """
     return EventStream(conn, queue, count=count, timeout_s=timeout_s)

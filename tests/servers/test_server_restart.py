@@ -4,9 +4,13 @@ never restarted, carry on by themselves once it is back, and nothing is lost."""
 
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -14,10 +18,13 @@ from starlette.testclient import TestClient
 
 import echomq
 from echomq.scheduling.scheduler import BatchScheduler
+from echomq.servers.process import free_port
 from echomq.servers.shared import SharedValkey
 from echomq.web.app import create_app
 from echomq.worker.consumer import Consumer
 from echomq.worker.context import JobContext
+from tests.servers.test_embedded_server import _env
+from tests.support import ROOT
 from tests.support.waits import wait_until
 
 
@@ -125,3 +132,91 @@ def test_a_tcp_port_asked_for_is_kept_across_restarts(tmp_path: Path, queue: str
     finally:
         tcp.close()
         SharedValkey(folder).stop()
+
+
+def test_emq_events_and_emq_metrics_ride_a_restart_of_the_folders_server(
+        tmp_path: Path, queue: str) -> None:
+    """The shell's long-running readers, without --timeout: ``emq events`` hears the
+    events published after the server came back, and ``emq metrics`` scrapes it."""
+    folder = tmp_path / "data"
+    shared = SharedValkey(folder)
+    shared.ensure()
+    port = free_port()
+    base = [sys.executable, "-m", "echomq", "--data-dir", str(folder), "--log-level",
+            "WARNING"]
+    events = subprocess.Popen([*base, "events", "-q", queue, "--json"], cwd=ROOT,
+                              env=_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True)
+    metrics = subprocess.Popen([*base, "metrics", "--port", str(port)], cwd=ROOT, env=_env(),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    heard: list[dict[str, object]] = []
+
+    def listen() -> None:
+        assert events.stdout is not None
+        for line in events.stdout:
+            heard.append(json.loads(line))
+
+    reader = threading.Thread(target=listen, daemon=True)
+    reader.start()
+    try:
+        wait_until(lambda: _scrape(port) is not None, timeout=30)
+        producer = echomq.connect(data_dir=folder)
+        try:
+            first = _settle_one(producer, queue)
+            wait_until(lambda: {"event": "completed", "job": first} in _jobs(heard), timeout=30)
+        finally:
+            producer.close()
+        shared.stop()
+        shared.ensure()  # what `emq server start` does: the same socket
+        producer = echomq.connect(data_dir=folder)
+        try:
+            # at most once: an event published before the listener is back is gone, so
+            # settle jobs until one is heard (each a new job, a new event)
+            settled_after: list[str] = []
+
+            def heard_after() -> bool:
+                settled_after.append(_settle_one(producer, queue))
+                time.sleep(0.2)
+                return any(e in _jobs(heard) for e in
+                           ({"event": "completed", "job": j} for j in settled_after))
+
+            wait_until(heard_after, timeout=30)
+            echomq.add(producer, queue, {"n": 2})
+            pending = echomq.counts(producer, queue).pending
+
+            def scraped_now() -> bool:
+                text = _scrape(port) or ""
+                return f'queue="{queue}",state="pending"}} {float(pending)}' in text
+
+            wait_until(scraped_now, timeout=30)
+        finally:
+            producer.close()
+        assert events.poll() is None and metrics.poll() is None  # both rode it
+    finally:
+        for process in (events, metrics):
+            process.terminate()
+            process.wait(20)
+        reader.join(10)
+        assert events.stdout is not None
+        events.stdout.close()
+        shared.stop()
+
+
+def _scrape(port: int) -> str | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+            return str(reply.read().decode())
+    except OSError:
+        return None
+
+
+def _settle_one(conn: echomq.Connection, queue: str) -> str:
+    """Add a job, claim and complete it: its id."""
+    job_id = echomq.add(conn, queue, {"n": 1})
+    [held] = echomq.claim(conn, queue, lease_ms=60_000)
+    echomq.complete(conn, queue, held.id, held.token, "ok")
+    return job_id
+
+
+def _jobs(heard: list[dict[str, object]]) -> list[dict[str, object]]:
+    return [{"event": e.get("event"), "job": e.get("job")} for e in list(heard)]
