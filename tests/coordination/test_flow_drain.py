@@ -9,6 +9,7 @@ from typing import Any
 import echomq
 from echomq.queue.bulk import drain_batches
 from echomq.queue.connection import Connection
+from tests.support.jobs import existing_job
 
 
 def _app(conn: Connection) -> tuple[echomq.App, str, str, Any, Any]:
@@ -27,12 +28,6 @@ def _app(conn: Connection) -> tuple[echomq.App, str, str, Any, Any]:
     return app, a, b, double, report
 
 
-def _job(conn: Connection, queue: str, job_id: str) -> echomq.Job:
-    job = echomq.get_job(conn, queue, job_id)
-    assert job is not None
-    return job
-
-
 def test_drained_children_dead_letter_their_chord_and_every_later_chain_step(
         conn: Connection) -> None:
     app, a, _, double, report = _app(conn)
@@ -41,12 +36,13 @@ def test_drained_children_dead_letter_their_chord_and_every_later_chain_step(
     last = echomq.chain(double.s(1), double.s(), double.s()).enqueue(app)
     assert list(drain_batches(conn, a, batch=2)) == [2, 1]  # the budget holds
     first, _ = echomq.children(conn, a, parent)
-    assert _job(conn, a, parent).state == "dead"
-    assert _job(conn, a, parent).last_error == f"child {first} failed: drained"
+    assert existing_job(conn, a, parent).state == "dead"
+    assert existing_job(conn, a, parent).last_error == f"child {first} failed: drained"
     [middle] = echomq.children(conn, a, last)
     [step] = echomq.children(conn, a, middle)
-    assert _job(conn, a, middle).last_error == f"child {step} failed: drained"
-    assert _job(conn, a, last).last_error == f"child {middle} failed: child {step} failed: drained"
+    assert existing_job(conn, a, middle).last_error == f"child {step} failed: drained"
+    assert existing_job(conn, a, last).last_error == (
+        f"child {middle} failed: child {step} failed: drained")
     assert echomq.counts(conn, a) == echomq.Counts(0, 0, 0, 0, 3)
 
 
@@ -65,9 +61,9 @@ def test_under_ignore_a_drain_releases_the_parent_and_leaves_nothing_pending(
     waiting = echomq.chord([double.s(1), double.s(2)], then=report.s("w").set(queue=a),
                            on_child_failure="ignore").enqueue(app)
     [held] = echomq.claim(conn, a)
-    assert echomq.drain(conn, a) == 1 and _job(conn, a, waiting).state == "waiting"
+    assert echomq.drain(conn, a) == 1 and existing_job(conn, a, waiting).state == "waiting"
     echomq.complete(conn, a, held.id, held.token, 2)
-    released = _job(conn, a, waiting)
+    released = existing_job(conn, a, waiting)
     assert released.state == "pending"
     assert released.payload == {"args": [[2, None], "w"], "kwargs": {}}
 
@@ -81,20 +77,20 @@ def test_a_child_waiting_for_its_retry_is_drained_with_the_scheduled_jobs(
     echomq.fail(conn, a, held.id, held.token, "later", backoff_ms=60_000)
     assert echomq.counts(conn, a).scheduled == 1
     assert echomq.drain(conn, a, scheduled=False) == 0
-    assert _job(conn, a, parent).state == "waiting"
+    assert existing_job(conn, a, parent).state == "waiting"
     assert echomq.drain(conn, a) == 1
-    assert _job(conn, a, parent).last_error == f"child {held.id} failed: drained"
+    assert existing_job(conn, a, parent).last_error == f"child {held.id} failed: drained"
 
 
 def test_a_parent_on_another_queue_hears_of_its_drained_children(conn: Connection) -> None:
     app, a, b, double, report = _app(conn)
     parent = echomq.chord([double.s(1), double.s(2)], then=report.s("x")).enqueue(app)
     last = echomq.chain(double.s(3), report.s()).enqueue(app)  # A -> B
-    assert _job(conn, b, parent).state == "waiting"
+    assert existing_job(conn, b, parent).state == "waiting"
     assert echomq.drain(conn, a) == 3  # no worker serves A: the drain delivers
     told = {f"child {kid} failed: drained" for kid in echomq.children(conn, b, parent)}
-    assert _job(conn, b, parent).last_error in told  # the outbox's order: either one
+    assert existing_job(conn, b, parent).last_error in told  # the outbox's order: either one
     [step] = echomq.children(conn, b, last)
-    assert _job(conn, b, last).last_error == f"child {step} failed: drained"
+    assert existing_job(conn, b, last).last_error == f"child {step} failed: drained"
     assert not conn.redis.exists(conn.keys(a).flow_outbox)
     assert echomq.counts(conn, b) == echomq.Counts(0, 0, 0, 0, 2)

@@ -12,6 +12,7 @@ import pytest
 
 import echomq
 from echomq.queue.connection import Connection
+from tests.support.jobs import existing_job
 
 LIMIT = 300
 """Bytes: room for a parent's own call and a few short results, not for three long ones."""
@@ -50,25 +51,19 @@ def _run(conn: Connection, queue: str, size: int) -> list[str]:
     return [job.id for job in held]
 
 
-def _job(conn: Connection, queue: str, job_id: str) -> echomq.Job:
-    job = echomq.get_job(conn, queue, job_id)
-    assert job is not None
-    return job
-
-
 def test_a_chord_whose_results_would_pass_the_limit_is_dead_lettered(
         small: Connection) -> None:
     app, a, _, word, report = _app(small)
     here = report.s("r").set(queue=a)
     fits = echomq.chord([word.s(1), word.s(2)], then=here).enqueue(app)
     _run(small, a, 50)
-    assert _job(small, a, fits).state == "pending"  # 2 x 50 bytes and its call: it fits
+    assert existing_job(small, a, fits).state == "pending"  # 2 x 50 bytes and its call: it fits
     big = [word.s(n) for n in range(3)]
     failing = echomq.chord(big, then=here).enqueue(app)
     ignoring = echomq.chord(big, then=here, on_child_failure="ignore").enqueue(app)
     _run(small, a, 100)
     for parent in (failing, ignoring):
-        dead = _job(small, a, parent)
+        dead = existing_job(small, a, parent)
         assert dead.state == "dead"
         assert dead.last_error is not None and dead.last_error.startswith(
             "payload too large after its children's results: ")
@@ -85,8 +80,8 @@ def test_a_chain_step_too_large_kills_the_steps_after_it_on_any_queue(
     [first] = _run(small, a, LIMIT)  # the next step's call would hold 300 bytes and more
     [middle] = echomq.children(small, b, last)
     assert echomq.children(small, a, middle) == [first]
-    assert _job(small, a, middle).last_error.startswith(  # type: ignore[union-attr]
+    assert existing_job(small, a, middle).last_error.startswith(  # type: ignore[union-attr]
         "payload too large after its children's results")
     echomq.deliver_outbox(small, a)  # the middle step's death, owed to B
-    assert _job(small, b, last).last_error == (
-        f"child {middle} failed: {_job(small, a, middle).last_error}")
+    assert existing_job(small, b, last).last_error == (
+        f"child {middle} failed: {existing_job(small, a, middle).last_error}")
