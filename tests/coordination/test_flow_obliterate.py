@@ -127,3 +127,18 @@ def test_children_past_one_batch_are_each_told_within_the_batches(conn: Connecti
     assert released.payload == {"args": [[None] * size, "many"], "kwargs": {}}
     assert max(steps) <= BULK_BATCH
     assert sum(steps) == keys + 1  # with the outbox the obliterate filled and delivered
+
+
+def test_an_interrupted_obliterate_keeps_the_outbox_for_the_next_one(conn: Connection) -> None:
+    app, a, b, double, report = _app(conn)
+    parent = echomq.chord([double.s(1), double.s(2)], then=report.s("x")).enqueue(app)
+    steps = obliterate_batches(conn, a)
+    assert next(steps) == 0 and next(steps) > 0  # marked, then every row in one batch
+    del steps  # stopped before the delivery: the outbox and the meta hash remain
+    box = conn.keys(a).flow_outbox
+    assert sorted(_keys(conn, a)) == sorted([conn.keys(a).meta, box])
+    assert conn.redis.hlen(box) == 2 and _job(conn, b, parent).state == "waiting"
+    echomq.obliterate(conn, a)  # obliterate again finishes: it delivers, then ends
+    assert _keys(conn, a) == []
+    dead = _job(conn, b, parent)
+    assert dead.state == "dead" and str(dead.last_error).endswith("failed: obliterated")
