@@ -73,6 +73,11 @@ def obliterate(conn: Connection, queue: str, *, force: bool = False) -> int:
     of) a queue being taken apart. Once it returns
     the name is free, and an add starts a new, empty queue. Interrupted, the queue stays
     paused and marked: obliterate again to finish.
+
+    A job whose parent waits on another queue is counted there as failed ("obliterated"),
+    as a drain counts one: the outcomes go to this queue's outbox, delivered before its
+    last keys go. A parent on this queue goes with it; its children on other queues run
+    on, and their outcomes find no parent (a no-op).
     """
     return sum(obliterate_batches(conn, queue, force=force))
 
@@ -81,7 +86,8 @@ def obliterate_batches(conn: Connection, queue: str, *, force: bool = False
                        ) -> Iterator[int]:
     """:func:`obliterate`, one Lua call per step: yields how many keys each call removed
     (never more than :data:`BULK_BATCH`). The first step checks and marks the queue (it
-    yields 0); nothing is removed when it refuses."""
+    yields 0); nothing is removed when it refuses. The outbox is delivered after the
+    SCAN passes, before the last step."""
     keys = conn.keys(queue)
     removals.obliterate_begun(
         conn.executor.run(*removals.obliterate_begin_call(keys, force)), queue)
@@ -99,18 +105,21 @@ def obliterate_batches(conn: Connection, queue: str, *, force: bool = False
         raise QueueBusy(f"obliterate {queue!r}: keys kept appearing under it through "
                         f"{SCAN_PASSES} passes; stop what writes to it, then obliterate "
                         "again (it stays paused and marked)")
+    # what the destroyed jobs' parents elsewhere are owed; delivered, the outbox is gone
+    delivered = deliver_outbox(conn, queue)
     yield removals.obliterate_ended(
-        conn.executor.run(*removals.obliterate_end_call(keys)), queue)
+        conn.executor.run(*removals.obliterate_end_call(keys)), queue) + (delivered > 0)
     # another slot: the declared set is one key per prefix, never touched by queue Lua
     conn.redis.srem(conn.declared_set, queue)
 
 
 def _key_batches(conn: Connection, keys: Keys) -> Iterator[list[str]]:
-    """One SCAN pass over the queue's keys but its meta hash, in batches of at most
-    :data:`BULK_BATCH`."""
+    """One SCAN pass over the queue's keys but its meta hash and its outbox (the last
+    step's), in batches of at most :data:`BULK_BATCH`."""
     batch: list[str] = []
+    kept = (keys.meta, keys.flow_outbox)
     for key in scan_slot(conn.redis, keys.pattern, BULK_BATCH, keys.meta):
-        if key == keys.meta:
+        if key in kept:
             continue
         batch.append(str(key))
         if len(batch) == BULK_BATCH:

@@ -8,6 +8,7 @@
   ARGV[7] its result JSON (completed) or why it failed
   Returns: 1 counted (stored, decremented; the last releases the parent, a failure under
   'fail' dead-letters it), 0 a no-op (acked before: the SADD of `flow:<parent>:acked`
-  answered 0; or the parent is not waiting any more). ]]
+  answered 0; or the parent is not waiting any more, or is gone with its obliterated
+  queue: nothing is written then). ]]
 return emq_flow.ack(ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6] == '1', ARGV[7],
   emq_now())

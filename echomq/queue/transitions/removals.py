@@ -98,10 +98,11 @@ def obliterate_begun(reply: Any, queue: str) -> None:
 
 
 def obliterate_keys_call(keys: Keys, batch: Sequence[str]) -> Call:
-    """obliterate_keys-1.lua: delete ``batch`` (keys under the queue's base) of a marked queue."""
+    """obliterate_keys-2.lua: delete ``batch`` (keys under the queue's base) of a marked
+    queue, telling each job's parent on another queue through the outbox (kept)."""
     if len(batch) > BULK_BATCH:
         raise InvalidArgument(f"at most {BULK_BATCH} keys per call, got {len(batch)}")
-    return ("obliterate_keys", [keys.meta], [keys.base, *batch])
+    return ("obliterate_keys", [keys.meta, keys.flow_outbox], [keys.base, *batch])
 
 
 def obliterated_keys(reply: Any, queue: str) -> int:
@@ -111,11 +112,12 @@ def obliterated_keys(reply: Any, queue: str) -> int:
 
 
 def obliterate_end_call(keys: Keys) -> Call:
-    """obliterate_end-1.lua: delete the meta hash, the queue's last key, and its marks."""
-    return ("obliterate_end", [keys.meta], [])
+    """obliterate_end-2.lua: delete the outbox (delivered) and the meta hash, the queue's
+    last keys, and its marks."""
+    return ("obliterate_end", [keys.meta, keys.flow_outbox], [])
 
 
 def obliterate_ended(reply: Any, queue: str) -> int:
-    """obliterate_end's reply: 1 when the meta hash held settings, 0 when only the marks;
-    ``QueueBusy`` when not marked."""
+    """obliterate_end's reply: 1 when the meta hash held settings, 0 when only the marks
+    (1 more when an outbox was left); ``QueueBusy`` when not marked."""
     return raise_for_reply("obliterate_end", int(reply), queue)
