@@ -3,34 +3,16 @@ as remove_job counts one, so no parent waits for ever for children that are gone
 
 from __future__ import annotations
 
-import uuid
-from typing import Any
-
 import echomq
 from echomq.queue.bulk import drain_batches
 from echomq.queue.connection import Connection
+from tests.support.flow_apps import across_queues
 from tests.support.jobs import existing_job
-
-
-def _app(conn: Connection) -> tuple[echomq.App, str, str, Any, Any]:
-    """``double`` on queue A, ``report`` on queue B (a parent across queues)."""
-    a, b = f"da-{uuid.uuid4().hex[:8]}", f"db-{uuid.uuid4().hex[:8]}"
-    app = echomq.App(conn=conn)
-
-    @app.task(queue=a, name="double")
-    def double(n: int) -> int:
-        return 2 * n
-
-    @app.task(queue=b, name="report")
-    def report(results: Any, label: str = "") -> dict[str, Any]:
-        return {"label": label, "results": results}
-
-    return app, a, b, double, report
 
 
 def test_drained_children_dead_letter_their_chord_and_every_later_chain_step(
         conn: Connection) -> None:
-    app, a, _, double, report = _app(conn)
+    app, a, _, double, report = across_queues(conn, "d")
     here = report.s("f").set(queue=a)
     parent = echomq.chord([double.s(1), double.s(2)], then=here).enqueue(app)
     last = echomq.chain(double.s(1), double.s(), double.s()).enqueue(app)
@@ -48,7 +30,7 @@ def test_drained_children_dead_letter_their_chord_and_every_later_chain_step(
 
 def test_under_ignore_a_drain_releases_the_parent_and_leaves_nothing_pending(
         conn: Connection) -> None:
-    app, a, _, double, report = _app(conn)
+    app, a, _, double, report = across_queues(conn, "d")
     # the parent sorts ahead of its children once released: it joins the set being drained
     kids = [double.s(n).set(priority=5) for n in range(3)]
     drained = echomq.chord(kids, then=report.s("d").set(queue=a, priority=0),
@@ -70,7 +52,7 @@ def test_under_ignore_a_drain_releases_the_parent_and_leaves_nothing_pending(
 
 def test_a_child_waiting_for_its_retry_is_drained_with_the_scheduled_jobs(
         conn: Connection) -> None:
-    app, a, _, double, report = _app(conn)
+    app, a, _, double, report = across_queues(conn, "d")
     parent = echomq.chord([double.s(1).set(max_attempts=3)],
                           then=report.s().set(queue=a)).enqueue(app)
     [held] = echomq.claim(conn, a)
@@ -83,7 +65,7 @@ def test_a_child_waiting_for_its_retry_is_drained_with_the_scheduled_jobs(
 
 
 def test_a_parent_on_another_queue_hears_of_its_drained_children(conn: Connection) -> None:
-    app, a, b, double, report = _app(conn)
+    app, a, b, double, report = across_queues(conn, "d")
     parent = echomq.chord([double.s(1), double.s(2)], then=report.s("x")).enqueue(app)
     last = echomq.chain(double.s(3), report.s()).enqueue(app)  # A -> B
     assert existing_job(conn, b, parent).state == "waiting"

@@ -6,9 +6,7 @@ leaves its children elsewhere to settle into nothing."""
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -18,6 +16,8 @@ from echomq.queue.cluster import scan_slot
 from echomq.queue.connection import Connection
 from echomq.queue.transitions.removals import BULK_BATCH
 from tests.support.app_workers import Workers
+from tests.support.flow_apps import across_queues
+from tests.support.jobs import existing_job
 from tests.support.waits import wait_until
 
 
@@ -28,28 +28,6 @@ def workers() -> Iterator[Workers]:
     found.stop_all()
 
 
-def _app(conn: Connection) -> tuple[echomq.App, str, str, Any, Any]:
-    """``double`` on queue A, ``report`` on queue B."""
-    a, b = f"oa-{uuid.uuid4().hex[:8]}", f"ob-{uuid.uuid4().hex[:8]}"
-    app = echomq.App(conn=conn)
-
-    @app.task(queue=a, name="double")
-    def double(n: int) -> int:
-        return 2 * n
-
-    @app.task(queue=b, name="report")
-    def report(results: Any, label: str = "") -> dict[str, Any]:
-        return {"label": label, "results": results}
-
-    return app, a, b, double, report
-
-
-def _job(conn: Connection, queue: str, job_id: str) -> echomq.Job:
-    job = echomq.get_job(conn, queue, job_id)
-    assert job is not None
-    return job
-
-
 def _keys(conn: Connection, queue: str) -> list[str]:
     keys = conn.keys(queue)
     return [str(k) for k in scan_slot(conn.redis, keys.pattern, 1000, keys.meta)]
@@ -57,7 +35,7 @@ def _keys(conn: Connection, queue: str) -> list[str]:
 
 def test_a_parent_on_another_queue_hears_that_its_children_were_obliterated(
         conn: Connection) -> None:
-    app, a, b, double, report = _app(conn)
+    app, a, b, double, report = across_queues(conn, "o")
     parent = echomq.chord([double.s(1), double.s(2)], then=report.s("f")).enqueue(app)
     # A -> A -> B: the middle step waits on A, its own parent on B
     last = echomq.chain(double.s(3), double.s(), report.s()).enqueue(app)
@@ -65,10 +43,10 @@ def test_a_parent_on_another_queue_hears_that_its_children_were_obliterated(
     echomq.obliterate(conn, a, force=True)
     assert _keys(conn, a) == []  # the outbox went too, once delivered
     told = {f"child {kid} failed: obliterated" for kid in echomq.children(conn, b, parent)}
-    assert _job(conn, b, parent).state == "dead"
-    assert _job(conn, b, parent).last_error in told
+    assert existing_job(conn, b, parent).state == "dead"
+    assert existing_job(conn, b, parent).last_error in told
     [middle] = echomq.children(conn, b, last)
-    assert _job(conn, b, last).last_error == f"child {middle} failed: obliterated"
+    assert existing_job(conn, b, last).last_error == f"child {middle} failed: obliterated"
     assert echomq.counts(conn, b) == echomq.Counts(0, 0, 0, 0, 2)
     with pytest.raises(echomq.JobGone):
         echomq.complete(conn, a, held.id, held.token, 2)
@@ -76,7 +54,7 @@ def test_a_parent_on_another_queue_hears_that_its_children_were_obliterated(
 
 def test_under_ignore_the_parent_is_released_with_none_for_each_obliterated_child(
         conn: Connection) -> None:
-    app, a, b, double, report = _app(conn)
+    app, a, b, double, report = across_queues(conn, "o")
     parent = echomq.chord([double.s(n) for n in (1, 2, 3)], then=report.s("i"),
                           on_child_failure="ignore").enqueue(app)
     [held] = echomq.claim(conn, a, count=1)
@@ -86,7 +64,7 @@ def test_under_ignore_the_parent_is_released_with_none_for_each_obliterated_chil
     assert conn.redis.hlen(conn.keys(a).flow_outbox) == 1
     echomq.obliterate(conn, a)
     assert _keys(conn, a) == []
-    released = _job(conn, b, parent)
+    released = existing_job(conn, b, parent)
     assert released.state == "pending"
     results: list[int | None] = [None, None, None]
     results[index] = 2 * (index + 1)
@@ -96,7 +74,7 @@ def test_under_ignore_the_parent_is_released_with_none_for_each_obliterated_chil
 def test_obliterating_the_parents_queue_leaves_its_children_elsewhere_settling_quietly(
         conn: Connection, workers: Workers, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, "echomq")
-    app, a, b, double, report = _app(conn)
+    app, a, b, double, report = across_queues(conn, "o")
     parent = echomq.chord([double.s(1), double.s(2)], then=report.s("gone")).enqueue(app)
     kids = echomq.children(conn, b, parent)
     # A -> B -> A: the middle step, on B, goes with B; the last step, on A, hears of it
@@ -106,23 +84,23 @@ def test_obliterating_the_parents_queue_leaves_its_children_elsewhere_settling_q
     echomq.obliterate(conn, b)
     assert _keys(conn, b) == []
     workers.start(app, [a])
-    wait_until(lambda: all(_job(conn, a, k).state == "completed" for k in [*kids, first])
+    wait_until(lambda: all(existing_job(conn, a, k).state == "completed" for k in [*kids, first])
                and not conn.redis.exists(conn.keys(a).flow_outbox))
-    assert _job(conn, a, last).state == "dead"
-    assert _job(conn, a, last).last_error == f"child {middle} failed: obliterated"
+    assert existing_job(conn, a, last).state == "dead"
+    assert existing_job(conn, a, last).last_error == f"child {middle} failed: obliterated"
     assert _keys(conn, b) == []  # their outcomes found no parent: nothing written on B
     workers.stop_all()
     assert [r.getMessage() for r in caplog.records] == []  # no settle or delivery failed
 
 
 def test_children_past_one_batch_are_each_told_within_the_batches(conn: Connection) -> None:
-    app, a, b, double, report = _app(conn)
+    app, a, b, double, report = across_queues(conn, "o")
     size = BULK_BATCH + 200
     parent = echomq.chord([double.s(n) for n in range(size)], then=report.s("many"),
                           on_child_failure="ignore").enqueue(app)
     keys = len(_keys(conn, a))
     steps = list(obliterate_batches(conn, a))
-    released = _job(conn, b, parent)
+    released = existing_job(conn, b, parent)
     assert released.state == "pending"
     assert released.payload == {"args": [[None] * size, "many"], "kwargs": {}}
     assert max(steps) <= BULK_BATCH
@@ -130,15 +108,15 @@ def test_children_past_one_batch_are_each_told_within_the_batches(conn: Connecti
 
 
 def test_an_interrupted_obliterate_keeps_the_outbox_for_the_next_one(conn: Connection) -> None:
-    app, a, b, double, report = _app(conn)
+    app, a, b, double, report = across_queues(conn, "o")
     parent = echomq.chord([double.s(1), double.s(2)], then=report.s("x")).enqueue(app)
     steps = obliterate_batches(conn, a)
     assert next(steps) == 0 and next(steps) > 0  # marked, then every row in one batch
     del steps  # stopped before the delivery: the outbox and the meta hash remain
     box = conn.keys(a).flow_outbox
     assert sorted(_keys(conn, a)) == sorted([conn.keys(a).meta, box])
-    assert conn.redis.hlen(box) == 2 and _job(conn, b, parent).state == "waiting"
+    assert conn.redis.hlen(box) == 2 and existing_job(conn, b, parent).state == "waiting"
     echomq.obliterate(conn, a)  # obliterate again finishes: it delivers, then ends
     assert _keys(conn, a) == []
-    dead = _job(conn, b, parent)
+    dead = existing_job(conn, b, parent)
     assert dead.state == "dead" and str(dead.last_error).endswith("failed: obliterated")
