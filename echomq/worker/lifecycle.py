@@ -29,6 +29,8 @@ SETTLE_FLUSH_S = 5.0
 """How long a stop waits for finished outcomes to settle before handing anything back."""
 BEAT_JOIN_S = 5.0
 """How long a stop waits for a beat in flight before it removes the worker's record."""
+RELAY_JOIN_S = 5.0
+"""How long putting the signal handlers back waits for a signal being handled."""
 TIMEOUT_EXIT_CODE = 75
 """A process's exit status after ``hard_timeout="exit"`` ended it (its supervisor replaces it)."""
 
@@ -53,14 +55,24 @@ def relay_signals(on_signal: Callable[[int], None]) -> Callable[[], None] | None
     A handler runs in the main thread between two bytecodes, possibly inside a lock that
     thread holds (an Event's, a plain Lock), and stopping takes such locks: called from
     the handler, a stop could wait for itself for ever. So the handler only writes the
-    signal's number to a pipe."""
+    signal's number to a pipe.
+
+    The thread owns the pipe's read end and closes it when it ends: a stop that outlasts
+    ``restore``'s wait then reads the end-of-signals byte from its own pipe, never a
+    descriptor closed under it or since opened again for something else."""
     if threading.current_thread() is not threading.main_thread():
         return None
     read_fd, write_fd = os.pipe()
 
     def relay() -> None:
-        while (got := os.read(read_fd, 1)) and got != b"\0":
-            on_signal(got[0])
+        try:
+            while (got := os.read(read_fd, 1)) and got != b"\0":
+                try:
+                    on_signal(got[0])
+                except Exception:  # the next signal still finds a reader (and a stop)
+                    log.exception("handling signal %d failed", got[0])
+        finally:
+            os.close(read_fd)
 
     thread = threading.Thread(target=relay, name="emq-signals", daemon=True)
     thread.start()
@@ -73,10 +85,9 @@ def relay_signals(on_signal: Callable[[int], None]) -> Callable[[], None] | None
     def restore() -> None:
         for signum, old in previous.items():
             signal.signal(signum, old)
-        os.write(write_fd, b"\0")
-        thread.join(5)
-        os.close(read_fd)
+        os.write(write_fd, b"\0")  # the handlers are gone: nothing writes after this
         os.close(write_fd)
+        thread.join(RELAY_JOIN_S)
 
     return restore
 

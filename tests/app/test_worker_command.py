@@ -9,6 +9,7 @@ import sys
 
 import echomq
 from tests.support import ROOT
+from tests.support.pids import ended
 from tests.support.waits import wait_until
 
 
@@ -28,7 +29,7 @@ def test_emq_worker_runs_an_apps_tasks_over_two_queues(server_url, names) -> Non
                    and echomq.get_job(conn, high, pinged).state == "completed", timeout=30)
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
+        out, _ = ended(proc, 30)
     assert proc.returncode == 0, out
     assert echomq.get_job(conn, mail, sent).result == "sent a@b hi"
     assert echomq.get_job(conn, high, pinged).result == "pong"

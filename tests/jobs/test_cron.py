@@ -22,6 +22,7 @@ import echomq
 from echomq.queue.connection import Connection
 from echomq.scheduling.cron import fire_due, fire_queue
 from tests.support import ROOT
+from tests.support.pids import ended
 from tests.support.waits import server_ms, wait_until
 
 EVERY_SECOND = "* * * * * *"
@@ -262,7 +263,13 @@ def test_two_scheduler_processes_enqueue_each_fire_time_once(pconn, executor, qu
         stopping = server_ms(pconn.redis)
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
-        logs = [proc.communicate(timeout=20)[0] for proc in procs]
+        try:
+            logs = [ended(proc, 20)[0] for proc in procs]
+        finally:
+            for proc in procs:  # the other one too, when one of them hung
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.communicate()
     stopped = server_ms(pconn.redis)
     assert [proc.returncode for proc in procs] == [0, 0], logs
 

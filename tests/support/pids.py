@@ -1,8 +1,24 @@
-"""Processes as /proc shows them: a supervisor's worker children, alive or a zombie."""
+"""Processes as /proc shows them: a supervisor's worker children, alive or a zombie; and
+a child's output awaited without leaving it behind."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
+from typing import Any
+
+
+def ended(proc: subprocess.Popen[Any], timeout: float) -> tuple[Any, Any]:
+    """``proc``'s output once it ends (``communicate``); past ``timeout`` it is killed and
+    reaped, its pipes closed, and ``TimeoutExpired`` raised. A hung child left running is
+    finalised in some later test, whose pytest then fails it for the ResourceWarnings
+    ("subprocess N is still running", "unclosed file"): a failure in the wrong place."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
 
 
 def children(pid: int) -> set[int]:

@@ -11,6 +11,7 @@ import time
 import echomq
 from echomq.queue.keys import Keys
 from tests.support import ROOT
+from tests.support.pids import ended
 from tests.support.waits import wait_until
 
 
@@ -68,7 +69,7 @@ def test_sigterm_hands_back_running_jobs_and_exits(server_url, queue):
 
 def test_a_handler_path_that_does_not_import_is_a_clear_error(server_url, queue):
     proc = worker(server_url, queue, "tests.no_such_module:handler", capture=True)
-    out, _ = proc.communicate(timeout=30)
+    out, _ = ended(proc, 30)
     assert proc.returncode == 2
     assert b"cannot import module 'tests.no_such_module'" in out
 
