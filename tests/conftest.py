@@ -22,6 +22,7 @@ from echomq.servers.moto import MotoS3
 from echomq.servers.seaweed import SeaweedS3
 from echomq.servers.valkey import EmbeddedValkey
 from tests.support.recorder import Recorder
+from tests.support.servers import memory_folder
 
 BOTH_PASSES = ("queue", "jobs", "worker", "app", "aio", "coordination", "archive")
 """The folders of ``tests/`` whose shared-server tests run twice, on one server and on a
@@ -89,9 +90,9 @@ def plain_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+def local_cluster() -> Iterator[LocalCluster]:
     """The shared local Cluster (3 primaries, 1 replica each), started on first use."""
-    with LocalCluster(tmp_path_factory.mktemp("cluster")) as cluster:
+    with memory_folder("emq-cluster-") as folder, LocalCluster(folder) as cluster:
         yield cluster
 
 

@@ -17,13 +17,14 @@ import redis
 import echomq
 from echomq.archive import Driver, declare
 from echomq.servers.cluster import LocalCluster
+from tests.support.servers import memory_folder
 from tests.support.spread import spread_queues
 from tests.support.waits import wait_until
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path_factory.mktemp("cluster")) as found:
+def cluster() -> Iterator[LocalCluster]:
+    with memory_folder("emq-cluster-") as folder, LocalCluster(folder) as found:
         yield found
 
 

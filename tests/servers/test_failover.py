@@ -6,7 +6,6 @@ without durable settles (``WAIT 1`` after each settle round trip)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ import echomq
 from echomq.queue.connection import EXECUTORS
 from echomq.servers.cluster import ClusterNode, LocalCluster
 from tests.support.failover import run_through_failover
+from tests.support.servers import memory_folder
 
 NODE_TIMEOUT_MS = 3000
 """Long enough that a node starved of CPU by a loaded machine (a CI running the whole
@@ -24,8 +24,9 @@ stable cluster within a minute after the kill."""
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path / "cluster", node_timeout_ms=NODE_TIMEOUT_MS) as found:
+def cluster() -> Iterator[LocalCluster]:
+    with memory_folder("emq-failover-") as folder, \
+            LocalCluster(folder, node_timeout_ms=NODE_TIMEOUT_MS) as found:
         yield found
 
 
