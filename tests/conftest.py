@@ -108,12 +108,15 @@ def server_url(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def private_server(tmp_path: os.PathLike[str]) -> Iterator[EmbeddedValkey]:
-    """A server of the test's own, for restarts, kills and SCRIPT FLUSH."""
-    server = EmbeddedValkey(tmp_path, appendonly=True)
-    server.start()
-    yield server
-    server.cleanup()
+def private_server() -> Iterator[EmbeddedValkey]:
+    """A server of the test's own, for restarts, kills and SCRIPT FLUSH. It fsyncs every
+    write (``appendfsync always``): its folder is on tmpfs, off the disk the suite keeps
+    busy (see :func:`memory_folder`)."""
+    with memory_folder("emq-private-") as folder:
+        server = EmbeddedValkey(folder, appendonly=True)
+        server.start()
+        yield server
+        server.cleanup()
 
 
 @pytest.fixture(params=["scripts", "functions"])

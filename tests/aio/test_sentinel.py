@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,11 +15,12 @@ import echomq
 from echomq import aio
 from echomq.servers.sentinel import LocalSentinel
 from echomq.servers.valkey import EmbeddedValkey
+from tests.support.servers import memory_folder
 
 
 @pytest.fixture(scope="module")
-def sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSentinel]:
-    with LocalSentinel(tmp_path_factory.mktemp("sentinel")) as found:
+def sentinel() -> Iterator[LocalSentinel]:
+    with memory_folder("emq-sentinel-") as folder, LocalSentinel(folder) as found:
         yield found
 
 
@@ -61,8 +61,8 @@ def test_aio_by_a_sentinel_url_gives_the_sync_rows(sentinel: LocalSentinel,
         conn.close()
 
 
-def test_aio_follows_a_sentinel_failover(tmp_path: Path) -> None:
-    with LocalSentinel(tmp_path) as local:
+def test_aio_follows_a_sentinel_failover() -> None:
+    with memory_folder("emq-sentinel-") as folder, LocalSentinel(folder) as local:
         old, replica = local.primary(), local.replica()
         assert old is not None and replica is not None
         queue = f"afail-{uuid.uuid4().hex[:8]}"

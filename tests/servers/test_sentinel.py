@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,11 +18,12 @@ from echomq.servers.sentinel import LocalSentinel
 from tests.support.consumers import run_until
 from tests.support.failover import run_through_failover
 from tests.support.links import Link
+from tests.support.servers import memory_folder
 
 
 @pytest.fixture(scope="module")
-def sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSentinel]:
-    with LocalSentinel(tmp_path_factory.mktemp("sentinel")) as found:
+def sentinel() -> Iterator[LocalSentinel]:
+    with memory_folder("emq-sentinel-") as folder, LocalSentinel(folder) as found:
         yield found
 
 
@@ -135,8 +135,8 @@ def test_passwords_never_show_in_errors_logs_or_reprs(
 
 @pytest.mark.slow
 @pytest.mark.parametrize("executor", EXECUTORS)
-def test_a_consumer_rides_a_sentinel_failover(tmp_path: Path, executor: str) -> None:
-    with LocalSentinel(tmp_path / "sentinel") as local:
+def test_a_consumer_rides_a_sentinel_failover(executor: str) -> None:
+    with memory_folder("emq-sentinel-") as folder, LocalSentinel(folder) as local:
         old, replica = local.primary(), local.replica()
         assert old is not None and replica is not None
         report = run_through_failover(
@@ -151,7 +151,7 @@ def test_a_consumer_rides_a_sentinel_failover(tmp_path: Path, executor: str) -> 
 @pytest.mark.slow
 @pytest.mark.parametrize("executor, durable", [("scripts", 0), ("functions", 1)])
 def test_settles_the_replica_never_saw_are_lost_and_durable_mode_counts_them(
-        tmp_path: Path, executor: str, durable: int) -> None:
+        executor: str, durable: int) -> None:
     """A partition: the replica's link is held while the primary keeps acknowledging
     settles, then the primary dies. Those settles are lost with it (measured, not
     hoped away); in durable mode every one of them was reported as a shortfall (its
@@ -164,8 +164,8 @@ def test_settles_the_replica_never_saw_are_lost_and_durable_mode_counts_them(
 
     # a long failover timeout: the sentinels would repoint a replica whose upstream is
     # not the primary's address (the link) after it
-    with LocalSentinel(tmp_path / "sentinel", replica_via=via,
-                       failover_timeout_ms=60_000) as local:
+    with memory_folder("emq-sentinel-") as folder, \
+            LocalSentinel(folder, replica_via=via, failover_timeout_ms=60_000) as local:
         old, replica = local.primary(), local.replica()
         assert old is not None and replica is not None
 
