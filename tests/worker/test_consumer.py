@@ -148,19 +148,21 @@ def test_a_handler_that_never_checks_completes_normally(conn, queue, start):
 def test_checkpointing_handler_outlives_many_sweeps_and_dead_worker_is_dead_lettered(
     conn, queue, start
 ):
-    """The seed's worked example, compressed: lease 300 ms, runs 1.2 s, checkpoints
-    every 100 ms, while the beat sweeps every 50 ms; a silently dead holder's job
-    is dead-lettered with last_error = stalled."""
+    """The seed's worked example, compressed: lease 1 s, runs 2 s, checkpoints every
+    250 ms, while the beat sweeps every 50 ms; a silently dead holder's job is
+    dead-lettered with last_error = stalled. (A lease of 300 ms with checkpoints every
+    100 ms left a loaded machine 200 ms, and the README's test command once lost it.)"""
     long_id = echomq.add(conn, queue, {"kind": "long"})
 
     def long_runner(job: Any) -> str:
-        for _ in range(12):
-            time.sleep(0.1)
+        for _ in range(8):
+            time.sleep(0.25)
             job.checkpoint()
         return "alive"
 
     # one slot and no buffer: the consumer holds only the long job
-    start(long_runner, lease_ms=300, recovery="stalled", beat_ms=50, concurrency=1, prefetch=0)
+    start(long_runner, lease_ms=1_000, recovery="stalled", beat_ms=50, concurrency=1,
+          prefetch=0)
     wait_until(lambda: echomq.counts(conn, queue).active == 1)
     crashed_id = echomq.add(conn, queue, {"kind": "crash"})
     # a second "worker" claims it and dies without a word
