@@ -130,6 +130,10 @@ class EmbeddedValkey(ServerProcess):
     restart (or ``kill -9``) keeps every acknowledged write, which the
     restart tests rely on. Without it nothing is persisted. The server never
     outlives its owner (see :class:`~echomq.servers.process.ServerProcess`).
+
+    With a ``password`` the server wants it from every client (``url`` carries it); it
+    reaches the server through a 0600 file in a 0700 folder, never argv, which any local
+    user can read in ``/proc``.
     """
 
     name = "valkey-server"
@@ -156,9 +160,6 @@ class EmbeddedValkey(ServerProcess):
         self.appendonly = appendonly
         self.extra_args = list(extra_args or [])
         self.password = password
-        """With a password the server wants it from every client (``url`` carries it),
-        and it reaches the server through a 0600 file in a 0700 folder, never argv,
-        which any local user can read in ``/proc``."""
 
     @property
     def url(self) -> str:

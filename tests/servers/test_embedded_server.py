@@ -23,7 +23,7 @@ from tests.support import ROOT
 from tests.support.waits import wait_until
 
 
-def _env() -> dict[str, str]:
+def emq_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("EMQ_URL", "EMQ_DATA_DIR")}
     env["PYTHONPATH"] = str(ROOT)
     return env
@@ -34,7 +34,7 @@ def emq(data_dir: Path, *args: str, check: bool = True) -> subprocess.CompletedP
     done = subprocess.run(
         [sys.executable, "-m", "echomq", "--data-dir", str(data_dir), "--log-level",
          "WARNING", *args],
-        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=60,
+        cwd=ROOT, env=emq_env(), capture_output=True, text=True, timeout=60,
     )
     if check:
         assert done.returncode == 0, done.stdout + done.stderr
@@ -45,7 +45,7 @@ def emq_worker(data_dir: Path, queue: str, handler: str) -> subprocess.Popen[byt
     return subprocess.Popen(
         [sys.executable, "-m", "echomq", "--data-dir", str(data_dir), "--log-level",
          "WARNING", "worker", handler, "--queue", queue, "--concurrency", "1"],
-        cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=ROOT, env=emq_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
 
 
@@ -125,7 +125,7 @@ def test_the_job_survives_server_stop_and_the_next_command(data_dir: Path, queue
 def test_two_concurrent_commands_start_one_server(data_dir: Path, queue: str) -> None:
     argv = [sys.executable, "-m", "echomq", "--data-dir", str(data_dir), "enqueue",
             "--queue", queue, "{}"]
-    procs = [subprocess.Popen(argv, cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
+    procs = [subprocess.Popen(argv, cwd=ROOT, env=emq_env(), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT) for _ in range(4)]
     outs = [p.communicate(timeout=60)[0] for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, outs

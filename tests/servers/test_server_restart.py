@@ -23,7 +23,7 @@ from echomq.servers.shared import SharedValkey
 from echomq.web.app import create_app
 from echomq.worker.consumer import Consumer
 from echomq.worker.context import JobContext
-from tests.servers.test_embedded_server import _env
+from tests.servers.test_embedded_server import emq_env
 from tests.support import ROOT
 from tests.support.waits import wait_until
 
@@ -145,9 +145,9 @@ def test_emq_events_and_emq_metrics_ride_a_restart_of_the_folders_server(
     base = [sys.executable, "-m", "echomq", "--data-dir", str(folder), "--log-level",
             "WARNING"]
     events = subprocess.Popen([*base, "events", "-q", queue, "--json"], cwd=ROOT,
-                              env=_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              env=emq_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                               text=True)
-    metrics = subprocess.Popen([*base, "metrics", "--port", str(port)], cwd=ROOT, env=_env(),
+    metrics = subprocess.Popen([*base, "metrics", "--port", str(port)], cwd=ROOT, env=emq_env(),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     heard: list[dict[str, object]] = []
 
