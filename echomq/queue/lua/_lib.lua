@@ -327,7 +327,7 @@ end
 -- accumulators keep the rows' own strings (started, then created), so that numbers are
 -- made and bucketed once per distinct value at the flush (a batch claimed together shares
 -- its claimed_at, an added batch its created_at), not once per job
-local function emq_observe(run, wait, now, created, started)
+local function emq_observe(run, wait, now, created, started, n)
   if not started then return end
   run.now = now
   local per = wait[started]
@@ -336,7 +336,7 @@ local function emq_observe(run, wait, now, created, started)
     wait[started] = per
   end
   local c = created or false
-  per[c] = (per[c] or 0) + 1
+  per[c] = (per[c] or 0) + (n or 1)
 end
 
 local function emq_observe_flush(p, run, wait)

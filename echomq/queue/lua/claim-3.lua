@@ -78,9 +78,9 @@ if #ids == 0 then return {} end
 -- 3. lease them all: one ZADD, then each row's token and state
 local deadline = now + lease
 local scored = {}
-for _, id in ipairs(ids) do
-  scored[#scored + 1] = deadline
-  scored[#scored + 1] = id
+for n, id in ipairs(ids) do
+  scored[2 * n - 1] = deadline
+  scored[2 * n] = id
 end
 -- the active set is read and written by id in every claim and settle: a listpack (the
 -- encoding of a zset under 129 members) does each of those in O(n), a skiplist in
@@ -97,7 +97,7 @@ end
 local epoch = nil
 if EMQ_NATIVE then epoch = emq_run_id() end
 local out = {deadline}
-for _, id in ipairs(ids) do
+for n, id in ipairs(ids) do
   local jk = p .. 'job:' .. id
   -- one read and one write a job: the token is attempts + 1, written with the state
   local body = redis.call('HMGET', jk, 'attempts', 'payload', 'name')
@@ -108,11 +108,12 @@ for _, id in ipairs(ids) do
   else
     redis.call('HSET', jk, 'attempts', att, 'state', 'active', 'claimed_at', now)
   end
-  out[#out + 1] = id
-  out[#out + 1] = att
+  local at = 4 * n - 2  -- after the deadline, 4 entries a job (no `#out`: a search a job)
+  out[at] = id
+  out[at + 1] = att
   -- a skeleton row (a ghost the scripted sweep recovered) has no payload: JSON null
-  out[#out + 1] = body[2] or 'null'
-  out[#out + 1] = body[3] or ''
+  out[at + 2] = body[2] or 'null'
+  out[at + 3] = body[3] or ''
 end
 if rl then emq_rate.started(p, rl, now, out) end
 return out
