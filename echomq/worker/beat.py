@@ -56,8 +56,17 @@ class Beat:
         self.thread: threading.Thread | None = None
         """The thread that runs :meth:`run` (a stop joins it before the record goes)."""
 
-    def run(self, stop: threading.Event, beat_ms: int) -> None:
-        """Beat until ``stop``; a server that fails one beat is tried again on the next."""
+    def run(self, stop: threading.Event, beat_ms: int,
+            after: threading.Event | None = None) -> None:
+        """Beat until ``stop``; a server that fails one beat is tried again on the next.
+
+        The first beat waits for ``after`` (the claim loop's first answer), at most one
+        beat: at a start, its record and its sweep (each a script the server may have to
+        load first) held the first claim's answer back 5 - 10 ms."""
+        if after is not None:
+            after.wait(beat_ms / 1000)
+            if stop.is_set():
+                return
         while True:
             try:
                 self.beat()

@@ -62,6 +62,9 @@ class ClaimLoop:
         """Set when a job is added to the queue (through pub/sub) or a stop comes."""
         self.stopped = threading.Event()
         """Set once :meth:`run` returned: no claim is in flight any more."""
+        self.answered = threading.Event()
+        """Set once the first claim round has its answer (or failed, or the loop ended):
+        the beat's first round trips wait for it."""
         self._job_seconds = lease_ms / 1000  # a running estimate; pessimistic at first
         self._marks = threading.Lock()
         self._empty_until: dict[str, float] = {}
@@ -85,6 +88,7 @@ class ClaimLoop:
         try:
             self._run(stop)
         finally:
+            self.answered.set()
             self.stopped.set()
 
     def _run(self, stop: threading.Event) -> None:
@@ -97,11 +101,13 @@ class ClaimLoop:
             try:
                 got = self._claim_round(want)
             except (ConnectionFailed, redis.RedisError) as exc:
+                self.answered.set()
                 failures += 1
                 delay = min(5.0, 0.1 * 2**failures)
                 log.warning("claim failed (%s); retrying in %.1fs", exc, delay)
                 stop.wait(delay)
                 continue
+            self.answered.set()
             failures = 0
             if not got:
                 self.wake.wait(self._idle_wait())

@@ -249,7 +249,8 @@ class Consumer:
                              args=(lambda: watchdog.run(self._stop),)).start()
         self._subscription.start()
         beat = threading.Thread(target=self._guarded, name="emq-beat", daemon=True,
-                                args=(lambda: self._beat.run(self._stop, self.options.beat_ms),))
+                                args=(lambda: self._beat.run(self._stop, self.options.beat_ms,
+                                                             self._claims.answered),))
         beat.start()
         self._beat.thread = beat
         log.info("consumer on %s at %s: concurrency %d, lease %d ms, recovery %s, executor %s",
