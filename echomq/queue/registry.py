@@ -24,6 +24,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 
 from echomq.errors import InvalidKey
+from echomq.queue import lua_units
 
 LIBRARY_NAME = "echomq"
 _SCRIPT_PRELUDE = "local EMQ_NATIVE = false\n"
@@ -48,15 +49,16 @@ class Transition:
     name: str
     numkeys: int
     body: str
-    lib: str
-    """The package's shared helpers (``_lib*.lua``), which the script carries before the body."""
+    lib: tuple[lua_units.Unit, ...]
+    """The package's shared helpers (``_lib*.lua``), of which the script carries those its
+    body needs (:mod:`echomq.queue.lua_units`) before the body."""
     in_library: bool = True
 
     @cached_property
     def script(self) -> str:
         """The text EVALSHA runs, joined on first use: a worker runs a few of the ~36
         scripts, and joining every one's ~40 KB at load cost it 8 M instructions."""
-        return _SCRIPT_PRELUDE + self.lib + "\n" + self.body
+        return _SCRIPT_PRELUDE + lua_units.carried(list(self.lib), self.body) + "\n" + self.body
 
     def check_keys(self, keys: Sequence[str]) -> None:
         """Refuse a call whose key count is not the file's (a wrong builder, not input)."""
@@ -79,15 +81,20 @@ def _lua_dir(package: str) -> Traversable:
     return resources.files(package).joinpath("lua")
 
 
-def _read_lib(package: str) -> str:
-    """The package's shared helpers: ``_lib.lua`` first, then each ``_lib_<concern>.lua``
-    by name (rate limits, deduplication, flows: one file per concern, so a feature's
-    helpers sit together), or nothing when it has none."""
+def _lib_files(package: str) -> list[str]:
+    """The package's shared helper files' texts: ``_lib.lua`` first, then each
+    ``_lib_<concern>.lua`` by name (rate limits, deduplication, flows: one file per
+    concern, so a feature's helpers sit together), or none."""
     found = sorted(
         (e for e in _lua_dir(package).iterdir() if re.fullmatch(r"_lib(_[a-z_]+)?\.lua", e.name)),
         key=lambda e: (e.name != "_lib.lua", e.name),
     )
-    return "\n".join(e.read_text(encoding="utf-8") for e in found)
+    return [e.read_text(encoding="utf-8") for e in found]
+
+
+def _read_lib(package: str) -> str:
+    """The package's shared helpers, whole (the functions library defines them all)."""
+    return "\n".join(_lib_files(package))
 
 
 def _numkeys(filename: str, body: str) -> tuple[str, int]:
@@ -104,7 +111,7 @@ def _numkeys(filename: str, body: str) -> tuple[str, int]:
 
 
 def _load(package: str, in_library: bool) -> dict[str, Transition]:
-    lib = _read_lib(package)
+    lib = tuple(unit for text in _lib_files(package) for unit in lua_units.split(text))
     found: dict[str, Transition] = {}
     for entry in sorted(_lua_dir(package).iterdir(), key=str):
         filename = entry.name

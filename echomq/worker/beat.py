@@ -13,6 +13,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Literal
 
 import redis
@@ -40,7 +41,7 @@ class Beat:
     def __init__(
         self, conn: Connection, plan: QueuePlan, held: Held, *, lease_ms: int,
         auto_extend: bool, recovery: Recovery, max_stalled: int,
-        heartbeat: Heartbeat | None = None,
+        heartbeat: Heartbeat | None = None, first_after: threading.Event | None = None,
     ) -> None:
         self.conn = conn
         self.plan = plan
@@ -53,18 +54,25 @@ class Beat:
         """The worker's record, written in the renewal's round trip (None: not written)."""
         self.flow_acks = FlowAcks(conn, plan.names)
         """Outboxes of flow outcomes owed to other queues, drained each beat (fallback)."""
+        self.first_after = first_after
+        """The first beat waits for it (the claim loop's first answer), at most one beat:
+        at a start, its record and its sweep (each a script the server may have to load
+        first) held the first claim's answer back 5 - 10 ms."""
         self.thread: threading.Thread | None = None
         """The thread that runs :meth:`run` (a stop joins it before the record goes)."""
 
-    def run(self, stop: threading.Event, beat_ms: int,
-            after: threading.Event | None = None) -> None:
-        """Beat until ``stop``; a server that fails one beat is tried again on the next.
+    def start(self, guarded: Callable[[Callable[[], None]], None], stop: threading.Event,
+              beat_ms: int) -> None:
+        """Run :meth:`run` on a thread of its own (:attr:`thread`), through ``guarded``."""
+        self.thread = threading.Thread(target=guarded, name="emq-beat", daemon=True,
+                                       args=(lambda: self.run(stop, beat_ms),))
+        self.thread.start()
 
-        The first beat waits for ``after`` (the claim loop's first answer), at most one
-        beat: at a start, its record and its sweep (each a script the server may have to
-        load first) held the first claim's answer back 5 - 10 ms."""
-        if after is not None:
-            after.wait(beat_ms / 1000)
+    def run(self, stop: threading.Event, beat_ms: int) -> None:
+        """Beat until ``stop`` (the first after :attr:`first_after`); a server that fails
+        one beat is tried again on the next."""
+        if self.first_after is not None:
+            self.first_after.wait(beat_ms / 1000)
             if stop.is_set():
                 return
         while True:

@@ -159,7 +159,8 @@ class Consumer:
             spawn=self._start_slot, give_up=self._give_up)
         self._beat = Beat(self.conn, self.plan, self._held, lease_ms=o.lease_ms,
                           auto_extend=o.auto_extend, recovery=o.recovery,
-                          max_stalled=o.max_stalled, heartbeat=self.heartbeat)
+                          max_stalled=o.max_stalled, heartbeat=self.heartbeat,
+                          first_after=self._claims.answered)
         self._subscription = Subscription(self.conn, self.plan, self._held, self._claims.added,
                                           cancel=o.cancel)
 
@@ -248,11 +249,7 @@ class Consumer:
             threading.Thread(target=self._guarded, name="emq-watchdog", daemon=True,
                              args=(lambda: watchdog.run(self._stop),)).start()
         self._subscription.start()
-        beat = threading.Thread(target=self._guarded, name="emq-beat", daemon=True,
-                                args=(lambda: self._beat.run(self._stop, self.options.beat_ms,
-                                                             self._claims.answered),))
-        beat.start()
-        self._beat.thread = beat
+        self._beat.start(self._guarded, self._stop, self.options.beat_ms)
         log.info("consumer on %s at %s: concurrency %d, lease %d ms, recovery %s, executor %s",
                  self._where, self.conn.safe_url, self.concurrency, self.lease_ms,
                  self.options.recovery, self.conn.executor_name)
