@@ -5,7 +5,8 @@ about 1%. Needs ``valgrind`` (``callgrind_control`` beside it); slow (valgrind r
 counted process ~50x slower), so N is small.
 
 - Redis per job: the server's instructions while ``add_many`` enqueues N jobs (1000 a
-  call), then while one Consumer (``bench/consumer_worker.py``, c=8) claims and settles them.
+  call), then while one Consumer (``bench/consumer_worker.py``, c=8) claims and settles them;
+  and per call of a one-job ``add`` (300 calls), where a script's fixed cost shows.
 - worker per job: the Consumer process's instructions from its first claim to the last
   settle (its start-up is not counted; ``start`` counts a fresh interpreter's
   ``import echomq`` + ``connect`` + ``Consumer(...)``, as the peers' harness spawns it).
@@ -32,6 +33,7 @@ from pathlib import Path
 import redis
 
 HERE = Path(__file__).resolve().parent
+ONE_JOB_ADDS = 300
 WORKER = """
 import sys, threading, time
 import echomq
@@ -138,6 +140,9 @@ def _measure(valkey: CountedValkey, jobs: int) -> dict[str, float]:
         echomq.add_many(conn, "bench",
                         [{"n": i} for i in range(start, min(jobs, start + 1000))])
     enqueue = valkey.counted()
+    for i in range(ONE_JOB_ADDS):
+        echomq.add(conn, "one", {"n": i})
+    one_add = valkey.counted() / ONE_JOB_ADDS
     worker_out = f"{folder}/worker.cg"
     worker = subprocess.Popen(
         _callgrind(worker_out, sys.executable, "-c", WORKER, url, str(jobs), at_start=False),
@@ -166,7 +171,7 @@ def _measure(valkey: CountedValkey, jobs: int) -> dict[str, float]:
     start = next(int(line.split()[-1].replace(",", "")) for line in
                  started.stderr.splitlines() if "Collected" in line)
     return {"enqueue": enqueue / jobs, "consume": consume / jobs, "worker": worked / jobs,
-            "start": start}
+            "start": start, "one_add": one_add}
 
 
 def rows(jobs: int = 10_000) -> list[tuple[str, str]]:
@@ -176,6 +181,7 @@ def rows(jobs: int = 10_000) -> list[tuple[str, str]]:
     m = measure(jobs)
     return [
         ("Redis instructions per job: add_many (1000 a call)", f"{m['enqueue']:,.0f}"),
+        ("Redis instructions per call: add, one job a call", f"{m['one_add']:,.0f}"),
         ("Redis instructions per job: Consumer claim + complete (c=8)", f"{m['consume']:,.0f}"),
         ("worker instructions per job (first claim to last settle)", f"{m['worker']:,.0f}"),
         ("worker start instructions (import, connect, Consumer)", f"{m['start'] / 1e6:,.0f} M"),
