@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from echomq.errors import InvalidArgument
@@ -18,6 +19,26 @@ DEFAULT_RESULT_LIMIT = 512 * 1024
 
 PROGRESS_LIMIT = 64 * 1024
 """Bytes of JSON one ``job.progress`` call may store and publish."""
+
+
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+"""The C scanner ``json.loads`` ends in (it keeps no state between calls; typeshed does
+not list the attribute)."""
+
+
+def decoded(text: str) -> Any:
+    """``json.loads(text)``, three times cheaper for the compact text producers write
+    (~1.2 us -> 0.4 us a task's payload): the C scanner alone, without the Python passes
+    around it (type checks, two whitespace regexes). A text it does not take whole
+    (whitespace around the value, extra data, an error, bytes) goes to ``json.loads``,
+    which decides, so the value or the error is always ``json.loads``'s."""
+    try:
+        value, end = _SCAN(text, 0)
+    except (StopIteration, ValueError, TypeError):
+        return json.loads(text)
+    if end != len(text):
+        return json.loads(text)
+    return value
 
 
 def result_text(result: Any, limit: int = DEFAULT_RESULT_LIMIT, what: str = "result") -> str:

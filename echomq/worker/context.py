@@ -6,7 +6,6 @@ last lines) is computed there, so the Consumer's loop only ships it.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -23,6 +22,7 @@ from echomq.jobs.texts import (
     DEFAULT_RESULT_LIMIT,
     attempt_error,
     cancelled_result,
+    decoded,
     error_text,
     result_text,
 )
@@ -127,7 +127,7 @@ class JobContext:
     def payload(self) -> Any:
         """The job's payload, decoded from JSON on first use (on the handler's thread)."""
         if self._payload is _UNDECODED:
-            self._payload = json.loads(self._raw)
+            self._payload = decoded(self._raw)
         return self._payload
 
     @property
