@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from echomq.app.task import Task
 
 
+_NONE: dict[str, Any] = {}
+"""The kwargs of a call whose payload has none (never written to)."""
+
+
 class Router:
     """Calls the task a job names; decides what its failures lead to."""
 
@@ -32,7 +36,12 @@ class Router:
         if task is None:
             shown = "(a job with no name)" if job.name is None else repr(job.name)
             raise UnknownTask(f"unknown task {shown} (this worker knows: {self._known})")
-        args, kwargs = call_arguments(job.payload)
+        payload = job.payload
+        if type(payload) is dict:  # the usual shape, checked here: a call less a job
+            args, kwargs = payload.get("args", ()), payload.get("kwargs", _NONE)
+            if type(args) is list and type(kwargs) is dict:
+                return task.fn(*args, **kwargs)
+        args, kwargs = call_arguments(payload)  # any other shape: Fail, saying why
         return task.fn(*args, **kwargs)
 
     def plan(self, job: JobContext, exc: BaseException) -> FailPlan:
@@ -53,7 +62,10 @@ class Router:
         task = self.tasks.get(job.name or "")
         if task is None:
             return None
-        timeout = job_timeout(job.payload)
+        payload = job.payload
+        # most payloads carry no timeout of their own: a call less a job for them
+        has_own = type(payload) is not dict or "timeout_s" in payload
+        timeout = job_timeout(payload) if has_own else None
         if timeout is None:
             timeout = task.timeout_s
         return None if timeout is None else (timeout, task.timeout_grace_s)
