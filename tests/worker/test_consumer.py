@@ -217,6 +217,21 @@ def test_delayed_job_runs_when_due_while_idle(conn, queue, start):
     wait_until(lambda: consumer.processed == 1, timeout=5)
 
 
+@pytest.mark.parametrize("dedup", [None, "once"])
+def test_a_parked_worker_runs_a_delayed_job_due_before_its_wait_ends(conn, queue, start,
+                                                                     dedup):
+    """An idle worker parks until its first due scheduled job (here 60 s away) or its
+    10 s poll; a delayed job added then, due in 300 ms, is announced as the new first
+    due, so it runs then, not at the end of the parked wait."""
+    echomq.add(conn, queue, {"later": True}, delay_ms=60_000)
+    consumer = start(lambda job: "ok", poll_ms=10_000)
+    time.sleep(0.5)  # idle: the loop is parked on min(poll, first due) = 10 s
+    t0 = time.monotonic()
+    echomq.add(conn, queue, {}, delay_ms=300, dedup_id=dedup)
+    wait_until(lambda: consumer.processed == 1, timeout=5)
+    assert 0.25 < time.monotonic() - t0 < 5
+
+
 def test_bad_options_are_refused(conn, queue):
     with pytest.raises(echomq.InvalidArgument):
         Consumer(conn, queue, print, lease_ms=0)

@@ -357,6 +357,20 @@ local function emq_observe_flush(p, run, wait)
   emq_hist_flush(p .. 'metrics:wait', waits)
 end
 
+-- wake idle consumers after an add: on work where there was none (`pending_was_empty`), or
+-- on a delayed job that is now the queue's first due. An idle worker parks until its first
+-- due scheduled job (or its poll), so a job due sooner must shorten that wait: without the
+-- news it ran up to a poll late (one ZRANGE a delayed add; the first due is rarely new)
+local function emq_announce_add(p, scheduled, pending_was_empty, delay, now)
+  if delay == 0 then
+    if not pending_was_empty then return end
+  else
+    local first = redis.call('ZRANGE', scheduled, 0, 0, 'WITHSCORES')[2]
+    if not first or tonumber(first) < now + delay then return end
+  end
+  redis.call('PUBLISH', p .. 'events', '{"event":"added"}')
+end
+
 -- is anyone listening for per-job news (echomq.wait, echomq.events)? Their mark is a
 -- key with a TTL that they keep alive; a settling call checks it ONCE, so a queue nobody
 -- watches pays one EXISTS per call and publishes nothing

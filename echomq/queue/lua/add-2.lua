@@ -31,8 +31,5 @@ for i = 9, #ARGV, 2 do
     ARGV[7], ARGV[8], generated)
   ids[#ids + 1] = id
 end
--- wake idle consumers when work appears where there was none
-if pending_was_empty and delay == 0 then
-  redis.call('PUBLISH', p .. 'events', '{"event":"added"}')
-end
+emq_announce_add(p, KEYS[2], pending_was_empty, delay, now)
 return ids

@@ -46,8 +46,5 @@ else
     woke = true
   end
 end
--- wake idle consumers when work appears where there was none
-if woke and pending_was_empty and delay == 0 then
-  redis.call('PUBLISH', p .. 'events', '{"event":"added"}')
-end
+if woke then emq_announce_add(p, KEYS[2], pending_was_empty, delay, now) end
 return {holder}
