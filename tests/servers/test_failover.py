@@ -16,6 +16,7 @@ from echomq.queue.connection import EXECUTORS
 from echomq.servers.cluster import ClusterNode, LocalCluster
 from tests.support.failover import run_through_failover
 from tests.support.servers import memory_folder
+from tests.support.waits import wait_until
 
 NODE_TIMEOUT_MS = 3000
 """Long enough that a node starved of CPU by a loaded machine (a CI running the whole
@@ -49,7 +50,21 @@ def owner_and_replica(cluster: LocalCluster, queue: str) -> tuple[ClusterNode, C
         if info.get("role") == "slave" and int(info["master_port"]) == primary.port:
             replicas.append(node)
     assert len(replicas) == 1
+    wait_until(lambda: replicating(replicas[0]), timeout=60, step=0.1)
     return primary, replicas[0]
+
+
+def replicating(replica: ClusterNode) -> bool:
+    """Whether ``replica``'s link to its primary is up, its first sync done: before that
+    no WAIT is acknowledged (a loaded machine's first sync took seconds, and every settle
+    of a durable run fell short until the kill, which left that test nothing to check)."""
+    admin = redis.Redis(host=replica.host, port=replica.port, decode_responses=True)
+    try:
+        info = admin.info("replication")
+    finally:
+        admin.close()
+    return info.get("master_link_status") == "up" and not int(
+        info.get("master_sync_in_progress", 0))
 
 
 def promoted(cluster: LocalCluster, replica: ClusterNode) -> None:
