@@ -17,6 +17,7 @@ kept, so every helper is still defined above the ones that use it.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 _STARTS = re.compile(r"(?:local\s+function\s+(\w+)|local\s+(\w+)|function\s+(\w+)\.)")
@@ -78,7 +79,7 @@ def split(source: str) -> list[Unit]:
         "".join(lines)))))) for name, lines in units]
 
 
-def carried(units: list[Unit], body: str) -> str:
+def carried(units: Sequence[Unit], body: str) -> str:
     """The units ``body`` needs, directly or through another unit, in their order."""
     defined = {u.name for u in units}
     wanted = set(_WORD.findall("\n".join(code_lines(body)))) & defined

@@ -58,7 +58,7 @@ class Transition:
     def script(self) -> str:
         """The text EVALSHA runs, joined on first use: a worker runs a few of the ~36
         scripts, and joining every one's ~40 KB at load cost it 8 M instructions."""
-        return _SCRIPT_PRELUDE + lua_units.carried(list(self.lib), self.body) + "\n" + self.body
+        return _SCRIPT_PRELUDE + lua_units.carried(self.lib, self.body) + "\n" + self.body
 
     def check_keys(self, keys: Sequence[str]) -> None:
         """Refuse a call whose key count is not the file's (a wrong builder, not input)."""
